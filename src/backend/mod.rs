@@ -1,0 +1,161 @@
+//! The I/O backends: one event loop per core thread, driving [`Session`]s.
+//!
+//! A backend owns sockets, buffers, readiness or completions, and timers. It
+//! knows nothing of HTTP (nor of Python): each connection is a [`Session`] that
+//! is handed the bytes read and asked for the bytes to write. Both backends
+//! share the accept batch ([`accept`]) and accept sharing ([`share`]) rules.
+//!
+//! - [`uring`]: io_uring through the `m0serve-uring` crate (Linux only).
+//! - [`portable`]: mio (epoll on Linux, kqueue on macOS).
+
+pub mod accept;
+pub mod portable;
+pub mod select;
+pub mod share;
+#[cfg(target_os = "linux")]
+pub mod uring;
+
+use std::net::SocketAddr;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use select::{select, Choice, Kind};
+
+/// What a session wants written next.
+pub enum Output<'a> {
+    /// Nothing to write now.
+    None,
+    /// These bytes (the backend reports how many it wrote with [`Session::on_sent`]).
+    Bytes(&'a [u8]),
+    /// `len` bytes of the open file `fd` from `offset` (zero-copy where the backend can).
+    File { fd: RawFd, offset: u64, len: usize },
+}
+
+/// One connection's protocol state, as the backend sees it.
+///
+/// The backend calls `on_read`/`on_eof` with input, then drains [`Session::output`]
+/// until it is [`Output::None`], reporting progress with `on_sent`. It reads
+/// more only while [`Session::wants_read`], closes once [`Session::done`] and the
+/// output is drained, and calls [`Session::on_deadline`] when
+/// [`Session::deadline`] has passed.
+pub trait Session {
+    /// Bytes arrived from the peer.
+    fn on_read(&mut self, data: &[u8], now: Instant);
+    /// The peer closed its sending side (a read returned 0).
+    fn on_eof(&mut self, now: Instant);
+    /// The next bytes to write.
+    fn output(&mut self) -> Output<'_>;
+    /// `n` bytes of the last [`Session::output`] were written.
+    fn on_sent(&mut self, n: usize, now: Instant);
+    /// Whether the session wants more input now (false while a response is
+    /// being produced, so pipelined requests wait in the kernel's buffer).
+    fn wants_read(&self) -> bool;
+    /// The connection is finished: close it once the output is drained.
+    fn done(&self) -> bool;
+    /// When the session wants [`Session::on_deadline`] called (a read timeout).
+    fn deadline(&self) -> Option<Instant>;
+    /// The deadline passed.
+    fn on_deadline(&mut self, now: Instant);
+    /// Between requests with nothing pending: safe to close at shutdown.
+    fn idle(&self) -> bool;
+    /// Graceful shutdown began: finish the request in flight, then be done.
+    fn on_shutdown(&mut self);
+}
+
+/// The peer of an accepted connection.
+#[derive(Clone, Debug)]
+pub enum Peer {
+    Tcp(SocketAddr),
+    /// A Unix domain socket peer (unnamed, as clients usually are).
+    Unix,
+}
+
+/// Makes a [`Session`] for each admitted connection; one per core thread.
+pub trait Service {
+    type Session: Session;
+    fn open(&mut self, peer: &Peer) -> Self::Session;
+}
+
+/// An accepted connection not yet admitted by a core (it may cross cores).
+pub struct Accepted {
+    pub fd: OwnedFd,
+}
+
+/// Wakes a core thread parked in its wait. Must be cheap when called often:
+/// callers only wake a core whose [`Parked`] flag is set.
+pub trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+/// Set while a core is (about to be) blocked in its wait, so that others wake
+/// it only then: the common path makes no syscall.
+#[derive(Default)]
+pub struct Parked(AtomicBool);
+
+impl Parked {
+    pub fn set(&self, parked: bool) {
+        self.0.store(parked, Ordering::SeqCst);
+    }
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Everything a core thread's loop needs besides its [`Service`].
+pub struct CoreContext {
+    /// This core's index among the server's cores.
+    pub index: usize,
+    /// The listening socket, shared by every core (non-blocking).
+    pub listener: Arc<OwnedFd>,
+    /// The cores' shared board: hand-off doors, pass clocks, wakes.
+    pub board: Arc<share::Board>,
+    /// Shutdown and connection limits shared by all cores.
+    pub control: Arc<Control>,
+    /// How many admissions a door takes per pass (`M0_ACCEPT_BATCH`).
+    pub batch: accept::Batch,
+}
+
+/// Process-wide state every core reads: the shutdown signal and the connection limit.
+pub struct Control {
+    shutdown: AtomicBool,
+    /// When set, past this instant every connection is closed and the loops exit.
+    deadline: std::sync::Mutex<Option<Instant>>,
+    /// Live connections across all cores, against `max_connections`.
+    pub connections: std::sync::atomic::AtomicUsize,
+    pub max_connections: usize,
+}
+
+impl Control {
+    pub fn new(max_connections: usize) -> Self {
+        Control {
+            shutdown: AtomicBool::new(false),
+            deadline: std::sync::Mutex::new(None),
+            connections: Default::default(),
+            max_connections,
+        }
+    }
+    /// Begin graceful shutdown; connections still open at `deadline` are closed.
+    pub fn shut_down(&self, deadline: Instant) {
+        *self.deadline.lock().unwrap() = Some(deadline);
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+    pub fn deadline(&self) -> Option<Instant> {
+        *self.deadline.lock().unwrap()
+    }
+    /// Reserve a connection slot; false at the limit (the connection waits in the backlog).
+    pub fn try_reserve(&self) -> bool {
+        self.connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_connections).then_some(n + 1)
+            })
+            .is_ok()
+    }
+    pub fn release(&self) {
+        self.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,5 @@
+//! The command line (SKELETON).
+
+pub fn main(_args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    todo!()
+}

@@ -1,0 +1,1 @@
+//! Chunked transfer coding (SKELETON).

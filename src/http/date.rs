@@ -1,0 +1,1 @@
+//! The Date header, formatted once a second (SKELETON).

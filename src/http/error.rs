@@ -1,0 +1,39 @@
+//! Protocol errors, each with the status it is answered with.
+
+/// A request the server refuses; the connection is closed after the answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpError {
+    /// 400: malformed request line or header, smuggling-prone framing, bad chunk.
+    BadRequest(&'static str),
+    /// 413: the body exceeds the limit.
+    PayloadTooLarge,
+    /// 431: the head exceeds the limit.
+    HeadTooLarge,
+    /// 501: a transfer coding other than chunked.
+    NotImplemented(&'static str),
+    /// 505: HTTP/2 or later on an HTTP/1 connection.
+    VersionNotSupported,
+}
+
+impl HttpError {
+    pub fn status(&self) -> u16 {
+        match self {
+            HttpError::BadRequest(_) => 400,
+            HttpError::PayloadTooLarge => 413,
+            HttpError::HeadTooLarge => 431,
+            HttpError::NotImplemented(_) => 501,
+            HttpError::VersionNotSupported => 505,
+        }
+    }
+
+    /// A short explanation, sent as the answer's body.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HttpError::BadRequest(why) => why,
+            HttpError::PayloadTooLarge => "request body too large",
+            HttpError::HeadTooLarge => "request head too large",
+            HttpError::NotImplemented(why) => why,
+            HttpError::VersionNotSupported => "HTTP version not supported",
+        }
+    }
+}

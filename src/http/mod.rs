@@ -1,0 +1,21 @@
+//! Sans-IO HTTP/1.1 (RFC 9112): bytes in, events out. Nothing here touches a
+//! socket; every rule is unit-tested on bytes.
+//!
+//! [`ServerConn`] is one connection's state machine. Feed it what was read with
+//! [`ServerConn::recv`], pull [`Event`]s with [`ServerConn::next_event`]: a
+//! [`RequestHead`], its body as `Data` chunks, `End`; or an `Error`, after which
+//! the caller writes [`ServerConn::write_error`] and closes. Answer with
+//! [`ServerConn::start_response`], body bytes, and [`ServerConn::finish_response`];
+//! only then does it parse the next pipelined request, so answers leave in order.
+
+pub mod chunked;
+pub mod conn;
+pub mod date;
+pub mod error;
+pub mod head;
+pub mod response;
+
+pub use conn::{Event, Limits, ServerConn};
+pub use error::HttpError;
+pub use head::{BodyKind, RequestHead, Version};
+pub use response::Framing;

@@ -1,0 +1,19 @@
+//! m0serve: a thread-per-core HTTP/1.1 server on io_uring (or mio), built to
+//! serve Python applications.
+//!
+//! Layers, one direction of dependency, top to bottom:
+//!
+//! - [`cli`]: flags and `M0SERVE_*` variables, turned into the options below;
+//! - [`server`]: binds the listener, spawns and pins the core threads, runs
+//!   graceful shutdown, and glues the protocol to the routes ([`server::session`]);
+//! - [`routes`]: the Rust-native routes answered on the core thread (health, static files);
+//! - [`http`]: the sans-IO HTTP/1.1 protocol: bytes in, events out, no sockets;
+//! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
+//!   which know nothing of HTTP: they drive [`backend::Session`]s.
+
+pub mod backend;
+pub mod cli;
+pub mod http;
+pub mod reply;
+pub mod routes;
+pub mod server;

@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(m0serve::cli::main(std::env::args_os()));
+}

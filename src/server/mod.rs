@@ -1,0 +1,3 @@
+//! The server: listener, core threads, graceful shutdown (SKELETON).
+
+pub mod session;

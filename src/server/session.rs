@@ -1,0 +1,1 @@
+//! An HTTP connection as a backend session (SKELETON).
