@@ -117,6 +117,22 @@ pub struct CoreContext {
     pub batch: accept::Batch,
 }
 
+impl CoreContext {
+    /// Record that this core admitted a connection (`handed`: a sibling passed it
+    /// over). Both backends call this, so the debug log line that tests count
+    /// connections per core by is the same on each.
+    pub fn admitted(&self, handed: bool) {
+        self.board.count(self.index, 1);
+        tracing::debug!(core = self.index, handed, "admitted connection");
+    }
+
+    /// Record that a connection this core owned was closed.
+    pub fn closed(&self) {
+        self.board.count(self.index, -1);
+        self.control.release();
+    }
+}
+
 /// Process-wide state every core reads: the shutdown signal and the connection limit.
 pub struct Control {
     shutdown: AtomicBool,
