@@ -17,7 +17,11 @@ pub enum Body {
     Bytes(Vec<u8>),
     /// `len` bytes of `file` from `offset`, written by the core thread without copying
     /// through the application.
-    File { file: File, offset: u64, len: u64 },
+    File {
+        file: File,
+        offset: u64,
+        len: u64,
+    },
 }
 
 impl Body {

@@ -173,7 +173,10 @@ mod tests {
         let mut door = Door::default();
         door.announce();
         assert_eq!(door.run(Batch::new(16), || Step::Blocked), 0);
-        assert!(!door.owed(), "a blocked door must not keep the wait from blocking");
+        assert!(
+            !door.owed(),
+            "a blocked door must not keep the wait from blocking"
+        );
         assert!(door.blocked() && door.due());
     }
 

@@ -52,7 +52,9 @@ fn uring_available() -> Result<(), String> {
     }
     m0serve_uring::probe().map_err(|e| {
         let hint = match e.raw_os_error() {
-            Some(libc::EPERM) => " (EPERM: a seccomp profile or kernel.io_uring_disabled refuses it)",
+            Some(libc::EPERM) => {
+                " (EPERM: a seccomp profile or kernel.io_uring_disabled refuses it)"
+            }
             Some(libc::ENOSYS) => " (ENOSYS: the kernel or a seccomp profile lacks io_uring)",
             _ => "",
         };

@@ -131,7 +131,9 @@ impl Board {
             }
             let better = match best {
                 None => true,
-                Some((bp, bc, _)) => (parked, std::cmp::Reverse(conns)) > (bp, std::cmp::Reverse(bc)),
+                Some((bp, bc, _)) => {
+                    (parked, std::cmp::Reverse(conns)) > (bp, std::cmp::Reverse(bc))
+                }
             };
             if better {
                 best = Some((parked, conns, i));
@@ -183,7 +185,11 @@ mod tests {
         std::thread::sleep(BUSY_PASS * 2);
         assert_eq!(b.pick(0), None, "a sibling over 2 ms into its pass is busy");
         b.begin_pass(1);
-        assert_eq!(b.pick(0), Some(1), "a young pass with fewer connections may take one");
+        assert_eq!(
+            b.pick(0),
+            Some(1),
+            "a young pass with fewer connections may take one"
+        );
     }
 
     #[test]

@@ -13,7 +13,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_head: 64 * 1024, max_body: 1024 * 1024 * 1024 }
+        Limits {
+            max_head: 64 * 1024,
+            max_body: 1024 * 1024 * 1024,
+        }
     }
 }
 
@@ -58,7 +61,12 @@ impl ServerConn {
     pub fn write_continue(&mut self, _out: &mut Vec<u8>) {
         todo!()
     }
-    pub fn start_response(&mut self, _status: u16, _headers: &[(&str, &[u8])], _out: &mut Vec<u8>) -> Framing {
+    pub fn start_response(
+        &mut self,
+        _status: u16,
+        _headers: &[(&str, &[u8])],
+        _out: &mut Vec<u8>,
+    ) -> Framing {
         todo!()
     }
     pub fn write_body(&mut self, _data: &[u8], _out: &mut Vec<u8>) {

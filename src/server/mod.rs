@@ -1,6 +1,7 @@
 //! The server: binds the listener, spawns and pins the core threads, runs
 //! graceful shutdown (SKELETON: `run` to be implemented).
 
+mod access_log;
 pub mod session;
 
 use std::path::PathBuf;

@@ -1,1 +1,284 @@
-//! An HTTP connection as a backend session (SKELETON).
+//! An HTTP/1.1 connection as a backend [`Session`]: the sans-IO protocol
+//! ([`ServerConn`]) glued to the routes, with the read timeouts and an output
+//! queue that keeps pipelined answers (file bodies included) in order.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Output, Peer, Service, Session};
+use crate::http::{Event, Framing, Limits, RequestHead, ServerConn};
+use crate::reply::{Body, Reply};
+use crate::routes::Router;
+
+use super::access_log;
+
+/// Queued output past which a connection stops reading (and parsing pipelined
+/// requests) until the client has taken some: a client that pipelines without
+/// reading cannot make the server buffer without bound.
+const OUTPUT_HIGH_WATER: usize = 1 << 20;
+
+/// What every connection of the server shares.
+pub struct Shared {
+    pub router: Router,
+    pub limits: Limits,
+    pub header_read_timeout: Duration,
+    pub keep_alive_timeout: Duration,
+    pub access_log: bool,
+}
+
+/// Opens an [`HttpSession`] per connection; one per core thread.
+pub struct HttpService {
+    shared: Arc<Shared>,
+}
+
+impl HttpService {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        HttpService { shared }
+    }
+}
+
+impl Service for HttpService {
+    type Session = HttpSession;
+
+    fn open(&mut self, peer: &Peer) -> HttpSession {
+        HttpSession {
+            conn: ServerConn::new(self.shared.limits),
+            // A connection that never sends a head is held to the head's timeout.
+            deadline: Some(Instant::now() + self.shared.header_read_timeout),
+            head_started: None,
+            queue: VecDeque::new(),
+            queued: 0,
+            closed: false,
+            eof: false,
+            peer: peer.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// A piece of queued output.
+enum Chunk {
+    Bytes {
+        buf: Vec<u8>,
+        pos: usize,
+    },
+    File {
+        file: File,
+        offset: u64,
+        remaining: u64,
+    },
+}
+
+pub struct HttpSession {
+    conn: ServerConn,
+    shared: Arc<Shared>,
+    /// When the session gives up waiting for input.
+    deadline: Option<Instant>,
+    /// When the first byte of the head being read arrived.
+    head_started: Option<Instant>,
+    queue: VecDeque<Chunk>,
+    /// Bytes queued (file bodies counted too).
+    queued: u64,
+    /// Closed by a timeout: done regardless of the protocol's state.
+    closed: bool,
+    eof: bool,
+    peer: Peer,
+}
+
+impl HttpSession {
+    /// Serve every complete request the protocol has buffered.
+    fn pump(&mut self, now: Instant) {
+        let mut out = Vec::new();
+        while self.queued < OUTPUT_HIGH_WATER as u64 {
+            match self.conn.next_event() {
+                None => break,
+                Some(Event::Head(head)) => {
+                    self.head_started = None;
+                    let reply = self
+                        .shared
+                        .router
+                        .route(&head)
+                        .unwrap_or_else(|| Reply::text(404, "Not Found"));
+                    self.respond(&head, reply, &mut out);
+                }
+                // The routes answer from the head alone; the protocol discards the
+                // rest of a body once the answer is finished.
+                Some(Event::Data(_)) | Some(Event::End) => {}
+                Some(Event::Error(err)) => {
+                    self.head_started = None;
+                    self.conn.write_error(&err, &mut out);
+                    break;
+                }
+            }
+        }
+        self.push_bytes(out);
+        self.rearm(now);
+    }
+
+    /// Write `reply` as the answer to `head`.
+    fn respond(&mut self, head: &RequestHead, reply: Reply, out: &mut Vec<u8>) {
+        let Reply {
+            status,
+            headers,
+            body,
+        } = reply;
+        let len = body.len().to_string();
+        let mut list: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect();
+        let has_length = headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-length"));
+        if !has_length && !matches!(status, 100..=199 | 204 | 304) {
+            list.push(("Content-Length", len.as_bytes()));
+        }
+        let framing = self.conn.start_response(status, &list, out);
+        let sent = match (framing, body) {
+            (Framing::NoBody, _) | (_, Body::Empty) => 0,
+            (_, Body::Bytes(bytes)) => {
+                self.conn.write_body(&bytes, out);
+                bytes.len() as u64
+            }
+            (_, Body::File { file, offset, len }) => {
+                self.push_bytes(std::mem::take(out));
+                self.conn.body_sent(len);
+                self.queued += len;
+                self.queue.push_back(Chunk::File {
+                    file,
+                    offset,
+                    remaining: len,
+                });
+                len
+            }
+        };
+        self.conn.finish_response(out);
+        if self.shared.access_log {
+            access_log::record(&self.peer, head, status, sent);
+        }
+    }
+
+    fn push_bytes(&mut self, bytes: Vec<u8>) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.queued += bytes.len() as u64;
+        if let Some(Chunk::Bytes { buf, .. }) = self.queue.back_mut() {
+            buf.extend_from_slice(&bytes);
+        } else {
+            self.queue.push_back(Chunk::Bytes { buf: bytes, pos: 0 });
+        }
+    }
+
+    /// Set the read deadline that fits the state: the head's timeout while a
+    /// head is arriving, the keep-alive timeout while idle, none otherwise.
+    fn rearm(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
+        self.deadline = if let Some(start) = self.head_started {
+            Some(start + self.shared.header_read_timeout)
+        } else if self.conn.is_idle() && self.queue.is_empty() {
+            Some(now + self.shared.keep_alive_timeout)
+        } else {
+            None
+        };
+    }
+}
+
+impl Session for HttpSession {
+    fn on_read(&mut self, data: &[u8], now: Instant) {
+        self.conn.recv(data);
+        if self.head_started.is_none() && self.conn.has_partial_head() {
+            self.head_started = Some(now);
+        }
+        self.pump(now);
+    }
+
+    fn on_eof(&mut self, now: Instant) {
+        self.eof = true;
+        self.conn.recv_eof();
+        self.pump(now);
+    }
+
+    fn output(&mut self) -> Output<'_> {
+        match self.queue.front() {
+            None => Output::None,
+            Some(Chunk::Bytes { buf, pos }) => Output::Bytes(&buf[*pos..]),
+            Some(Chunk::File {
+                file,
+                offset,
+                remaining,
+            }) => Output::File {
+                fd: file.as_raw_fd(),
+                offset: *offset,
+                len: (*remaining).min(1 << 30) as usize,
+            },
+        }
+    }
+
+    fn on_sent(&mut self, n: usize, now: Instant) {
+        self.queued -= n as u64;
+        let finished = match self.queue.front_mut() {
+            None => false,
+            Some(Chunk::Bytes { buf, pos }) => {
+                *pos += n;
+                *pos >= buf.len()
+            }
+            Some(Chunk::File {
+                offset, remaining, ..
+            }) => {
+                *offset += n as u64;
+                *remaining -= n as u64;
+                *remaining == 0
+            }
+        };
+        if finished {
+            self.queue.pop_front();
+        }
+        if self.queue.is_empty() {
+            // Pipelined requests held back by the high-water mark, and the keep-alive clock.
+            self.pump(now);
+        }
+    }
+
+    fn wants_read(&self) -> bool {
+        !self.closed
+            && !self.eof
+            && self.queued < OUTPUT_HIGH_WATER as u64
+            && self.conn.wants_read()
+    }
+
+    fn done(&self) -> bool {
+        self.closed || self.conn.must_close()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn on_deadline(&mut self, now: Instant) {
+        if self.deadline.is_some_and(|d| d <= now) {
+            // A slow head or an idle keep-alive: close without an answer, as
+            // clients expect of an idle close, and drop what was queued.
+            self.closed = true;
+            self.deadline = None;
+            self.queue.clear();
+            self.queued = 0;
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.queue.is_empty() && self.conn.is_idle()
+    }
+
+    fn on_shutdown(&mut self) {
+        self.conn.close_after_response();
+        if self.idle() {
+            self.closed = true;
+        }
+    }
+}
