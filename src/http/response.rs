@@ -2,7 +2,7 @@
 //!
 //! The head is written straight into the caller's output buffer: the app's
 //! headers (minus the ones the protocol owns), then framing, `Connection`,
-//! `Date` and `Server`. The body is framed by a [`BodyWriter`].
+//! `Date` and `Server`. The body is framed by a `BodyWriter`.
 
 use super::chunked::{encode_chunk, LAST_CHUNK};
 use super::date;
