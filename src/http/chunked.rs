@@ -1,1 +1,365 @@
-//! Chunked transfer coding (SKELETON).
+//! Chunked transfer coding (RFC 9112 §7.1): the request-side decoder and the
+//! response-side encoder.
+//!
+//! The decoder is a byte-level state machine so that a chunk-size line, a CRLF
+//! or a trailer may be split across reads at any byte; only data runs are
+//! handed out as slices, never copied here.
+
+use super::response::push_int;
+use super::HttpError;
+
+/// The last chunk with an empty trailer section: ends a chunked body.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Appends `data` as one chunk. Empty data writes nothing: an empty chunk
+/// (`0\r\n\r\n`) would end the body.
+pub fn encode_chunk(data: &[u8], out: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    push_int(out, data.len() as u64, 16);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What one [`ChunkedDecoder::decode`] call yielded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A run of body data (part or all of one chunk's data).
+    Data(&'a [u8]),
+    /// The input ran out before any data: feed more.
+    NeedMore,
+    /// The last chunk and the trailer section have been read.
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Hex digits of a chunk size (`digits` read so far).
+    Size {
+        digits: u8,
+    },
+    /// Whitespace after the size, before `;` or CR.
+    SizeWs,
+    /// Chunk extensions, skipped up to CR.
+    Ext,
+    /// CR of the size line seen; LF must follow.
+    SizeLf,
+    Data,
+    /// Chunk data ended; CR must follow.
+    DataCr,
+    DataLf,
+    /// At the start of a trailer line, or of the final empty line.
+    TrailerStart,
+    /// Inside a trailer field line (discarded).
+    Trailer,
+    TrailerLf,
+    /// CR of the final empty line seen; LF must follow.
+    EndLf,
+    Done,
+}
+
+/// Decodes a chunked request body, enforcing the body limit as chunk sizes
+/// are announced (before their data arrives).
+#[derive(Debug)]
+pub struct ChunkedDecoder {
+    state: State,
+    /// Data bytes left in the current chunk (or the size being read).
+    chunk_left: u64,
+    /// Data bytes announced so far, against `max_body`.
+    total: u64,
+    max_body: u64,
+    /// Extension and trailer bytes so far: they are dropped, but bounded so a
+    /// peer cannot stream them forever.
+    meta: usize,
+    max_meta: usize,
+}
+
+const BAD_SIZE: HttpError = HttpError::BadRequest("invalid chunk size");
+const BAD_CRLF: HttpError = HttpError::BadRequest("missing CRLF in chunked body");
+const BAD_META: HttpError = HttpError::BadRequest("invalid chunk extension or trailer");
+const LONG_META: HttpError = HttpError::BadRequest("chunk extensions or trailers too long");
+
+impl ChunkedDecoder {
+    /// `max_body` bounds the decoded data (413 beyond); `max_meta` bounds the
+    /// extension and trailer bytes together (400 beyond).
+    pub fn new(max_body: u64, max_meta: usize) -> Self {
+        ChunkedDecoder {
+            state: State::Size { digits: 0 },
+            chunk_left: 0,
+            total: 0,
+            max_body,
+            meta: 0,
+            max_meta,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Consumes framing from `input` up to the next data run, and returns how
+    /// many bytes were consumed (data included) with what they yielded.
+    pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Decoded<'a>), HttpError> {
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            self.state = match self.state {
+                State::Data => {
+                    let n = self.chunk_left.min((input.len() - i) as u64) as usize;
+                    self.chunk_left -= n as u64;
+                    if self.chunk_left == 0 {
+                        self.state = State::DataCr;
+                    }
+                    return Ok((i + n, Decoded::Data(&input[i..i + n])));
+                }
+                State::Size { digits } => match (b as char).to_digit(16) {
+                    Some(d) => {
+                        // A size that does not fit in 64 bits is refused, not wrapped.
+                        if self.chunk_left > u64::MAX >> 4 {
+                            return Err(BAD_SIZE);
+                        }
+                        self.chunk_left = self.chunk_left << 4 | u64::from(d);
+                        State::Size {
+                            digits: digits.saturating_add(1),
+                        }
+                    }
+                    None if digits == 0 => return Err(BAD_SIZE),
+                    None => Self::after_size(b)?,
+                },
+                State::SizeWs => Self::after_size(b)?,
+                State::Ext => match b {
+                    b'\r' => State::SizeLf,
+                    _ => {
+                        self.count_meta(b)?;
+                        State::Ext
+                    }
+                },
+                State::SizeLf => {
+                    if b != b'\n' {
+                        return Err(BAD_CRLF);
+                    }
+                    if self.chunk_left == 0 {
+                        State::TrailerStart
+                    } else {
+                        self.total = self
+                            .total
+                            .checked_add(self.chunk_left)
+                            .filter(|&t| t <= self.max_body)
+                            .ok_or(HttpError::PayloadTooLarge)?;
+                        State::Data
+                    }
+                }
+                State::DataCr if b == b'\r' => State::DataLf,
+                State::DataLf if b == b'\n' => State::Size { digits: 0 },
+                State::DataCr | State::DataLf => return Err(BAD_CRLF),
+                State::TrailerStart => match b {
+                    b'\r' => State::EndLf,
+                    _ => {
+                        self.count_meta(b)?;
+                        State::Trailer
+                    }
+                },
+                State::Trailer => match b {
+                    b'\r' => State::TrailerLf,
+                    _ => {
+                        self.count_meta(b)?;
+                        State::Trailer
+                    }
+                },
+                State::TrailerLf if b == b'\n' => State::TrailerStart,
+                State::EndLf if b == b'\n' => {
+                    self.state = State::Done;
+                    return Ok((i + 1, Decoded::Done));
+                }
+                State::TrailerLf | State::EndLf => return Err(BAD_CRLF),
+                State::Done => return Ok((i, Decoded::Done)),
+            };
+            i += 1;
+        }
+        match self.state {
+            State::Done => Ok((i, Decoded::Done)),
+            _ => Ok((i, Decoded::NeedMore)),
+        }
+    }
+
+    /// The byte after a chunk size's digits: whitespace, extensions, or the CRLF.
+    fn after_size(b: u8) -> Result<State, HttpError> {
+        match b {
+            b' ' | b'\t' => Ok(State::SizeWs),
+            b';' => Ok(State::Ext),
+            b'\r' => Ok(State::SizeLf),
+            b'\n' => Err(BAD_CRLF),
+            _ => Err(BAD_SIZE),
+        }
+    }
+
+    /// Accounts one extension or trailer byte: control characters (a bare LF,
+    /// NUL) are refused, as in a head.
+    fn count_meta(&mut self, b: u8) -> Result<(), HttpError> {
+        if (b < 0x20 && b != b'\t') || b == 0x7f {
+            return Err(BAD_META);
+        }
+        self.meta += 1;
+        if self.meta > self.max_meta {
+            return Err(LONG_META);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes all of `input` fed in pieces of `step` bytes; returns the data
+    /// and whether the body ended.
+    fn decode_all(input: &[u8], step: usize) -> Result<(Vec<u8>, bool), HttpError> {
+        let mut dec = ChunkedDecoder::new(1 << 20, 1024);
+        let mut data = Vec::new();
+        let mut pending: Vec<u8> = Vec::new();
+        for piece in input.chunks(step) {
+            pending.extend_from_slice(piece);
+            loop {
+                let (n, d) = dec.decode(&pending)?;
+                let stop = match d {
+                    Decoded::Data(s) => {
+                        data.extend_from_slice(s);
+                        false
+                    }
+                    Decoded::NeedMore => true,
+                    Decoded::Done => return Ok((data, true)),
+                };
+                pending.drain(..n);
+                if stop {
+                    break;
+                }
+            }
+        }
+        Ok((data, dec.is_done()))
+    }
+
+    #[test]
+    fn decodes_chunks_in_any_split() {
+        let body = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+        for step in 1..body.len() {
+            assert_eq!(
+                decode_all(body, step).unwrap(),
+                (b"hello world".to_vec(), true),
+                "step {step}"
+            );
+        }
+    }
+
+    #[test]
+    fn extensions_and_trailers_are_skipped() {
+        let body = b"5;name=value;q=\"a b\"\r\nhello\r\nA ; x\r\n0123456789\r\n0;last\r\nX-Sum: 1\r\nY: 2\r\n\r\n";
+        for step in [1, 3, body.len()] {
+            assert_eq!(
+                decode_all(body, step).unwrap(),
+                (b"hello0123456789".to_vec(), true)
+            );
+        }
+    }
+
+    #[test]
+    fn uppercase_hex_and_leading_zeros() {
+        let mut body = b"0000A\r\n".to_vec();
+        body.extend_from_slice(&[b'x'; 10]);
+        body.extend_from_slice(b"\r\n0\r\n\r\n");
+        assert_eq!(decode_all(&body, 4).unwrap(), (vec![b'x'; 10], true));
+    }
+
+    #[test]
+    fn stops_at_the_end_of_the_body() {
+        let mut dec = ChunkedDecoder::new(100, 100);
+        let input = b"0\r\n\r\nGET / HTTP/1.1\r\n";
+        assert_eq!(dec.decode(input).unwrap(), (5, Decoded::Done));
+        assert_eq!(dec.decode(&input[5..]).unwrap(), (0, Decoded::Done));
+    }
+
+    #[test]
+    fn refuses_bad_sizes() {
+        for bad in [
+            &b"x\r\n"[..],
+            b"\r\n",
+            b"-1\r\n",
+            b"5 x\r\n",
+            b"0x5\r\n",
+            b"+5\r\n",
+        ] {
+            assert_eq!(
+                decode_all(bad, 1),
+                Err(BAD_SIZE),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // 17 significant hex digits overflow 64 bits.
+        assert_eq!(decode_all(b"10000000000000000\r\n", 3), Err(BAD_SIZE));
+    }
+
+    #[test]
+    fn refuses_missing_crlf() {
+        for bad in [
+            &b"5\nhello\r\n0\r\n\r\n"[..],
+            b"5\r\nhelloX\r\n0\r\n\r\n",
+            b"5\r\nhello\rX0\r\n\r\n",
+            b"5\r\nhello\r\n0\r\n\rX",
+            b"5\r\nhello\r\n0\r\nX: y\rZ",
+        ] {
+            assert_eq!(
+                decode_all(bad, 2),
+                Err(BAD_CRLF),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_control_bytes_in_extensions_and_trailers() {
+        assert_eq!(
+            decode_all(b"5;a\nb\r\nhello\r\n0\r\n\r\n", 1),
+            Err(BAD_META)
+        );
+        assert_eq!(decode_all(b"0\r\nX: a\0b\r\n\r\n", 1), Err(BAD_META));
+    }
+
+    #[test]
+    fn bounds_metadata() {
+        let mut dec = ChunkedDecoder::new(100, 8);
+        assert_eq!(dec.decode(b"1;12345678").unwrap(), (10, Decoded::NeedMore));
+        assert_eq!(dec.decode(b"9"), Err(LONG_META));
+    }
+
+    #[test]
+    fn enforces_the_body_limit_when_a_size_is_announced() {
+        let mut dec = ChunkedDecoder::new(10, 100);
+        let (n, d) = dec.decode(b"6\r\nabcdef\r\n").unwrap();
+        assert_eq!((n, d), (9, Decoded::Data(b"abcdef")));
+        // 6 + 5 > 10: refused on the size line, before any of its data.
+        assert_eq!(dec.decode(b"\r\n5\r\n"), Err(HttpError::PayloadTooLarge));
+        let mut dec = ChunkedDecoder::new(10, 100);
+        assert_eq!(dec.decode(b"a\r\n").unwrap(), (3, Decoded::NeedMore));
+    }
+
+    #[test]
+    fn encodes_chunks() {
+        let mut out = Vec::new();
+        encode_chunk(b"hello", &mut out);
+        encode_chunk(b"", &mut out);
+        encode_chunk(&[b'x'; 26], &mut out);
+        out.extend_from_slice(LAST_CHUNK);
+        let mut expected = b"5\r\nhello\r\n1a\r\n".to_vec();
+        expected.extend_from_slice(&[b'x'; 26]);
+        expected.extend_from_slice(b"\r\n0\r\n\r\n");
+        assert_eq!(out, expected);
+        // What the encoder writes, the decoder reads back.
+        assert_eq!(
+            decode_all(&out, 7).unwrap(),
+            ([&b"hello"[..], &[b'x'; 26]].concat(), true)
+        );
+    }
+}

@@ -1,4 +1,27 @@
-//! Request heads: parsed with httparse, then held to RFC 9112's framing rules.
+//! Request heads: found with a resumable line scan, parsed with httparse,
+//! then held to RFC 9112's framing rules (the anti-smuggling part).
+//!
+//! Choices where the RFCs leave room (each refused with 400 unless noted):
+//! - a bare LF anywhere in a head (RFC 9112 §2.2 allows accepting it; a peer
+//!   that reads it differently could smuggle a header past us);
+//! - Content-Length that is not plain digits (a list like `5, 5` included);
+//!   repeated Content-Length lines with one identical value are accepted,
+//!   differing ones refused (RFC 9110 §8.6);
+//! - Transfer-Encoding with Content-Length, in an HTTP/1.0 request, empty, or
+//!   with chunked anywhere but last; any other coding (`gzip`) is 501;
+//! - an HTTP/1.1 request with no Host or more than one (RFC 9112 §3.2);
+//! - `HTTP/1.x` with x > 1 is served as HTTP/1.1 (RFC 9110 §2.5); a major
+//!   version other than 1 (`HTTP/2.0`, the h2 preface `PRI * HTTP/2.0`) is 505;
+//! - more than [`MAX_HEADERS`] header lines is 431, like an oversized head.
+//!   obs-fold, a space before the colon, and CR or NUL in a value are refused
+//!   by httparse itself.
+
+use super::response::parse_length;
+use super::HttpError;
+
+/// The most header lines a request may have: heads are parsed into a stack
+/// array of this size (431 beyond).
+pub const MAX_HEADERS: usize = 64;
 
 /// The protocol version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,5 +76,431 @@ impl RequestHead {
 
     pub fn is_head(&self) -> bool {
         self.method == "HEAD"
+    }
+}
+
+/// Finds the end of a request head in a growing buffer, resuming where the
+/// last call stopped so a head that trickles in is scanned once, not once per read.
+#[derive(Debug, Default)]
+pub(crate) struct HeadScanner {
+    /// Bytes of the buffer already scanned (no LF of the blank line in them).
+    scanned: usize,
+}
+
+impl HeadScanner {
+    /// Scans `buf`, which starts at the head's first byte, for the blank line
+    /// ending it; returns the head's length once it has arrived. A bare LF is
+    /// refused (400), and a head longer than `max_head`, complete or not, is 431.
+    pub fn scan(&mut self, buf: &[u8], max_head: usize) -> Result<Option<usize>, HttpError> {
+        let mut from = self.scanned;
+        while let Some(off) = buf[from..].iter().position(|&b| b == b'\n') {
+            let lf = from + off;
+            if lf == 0 || buf[lf - 1] != b'\r' {
+                return Err(HttpError::BadRequest("bare LF in request head"));
+            }
+            if lf >= 3 && buf[lf - 3..lf] == *b"\r\n\r" {
+                self.scanned = 0;
+                return if lf + 1 > max_head {
+                    Err(HttpError::HeadTooLarge)
+                } else {
+                    Ok(Some(lf + 1))
+                };
+            }
+            from = lf + 1;
+        }
+        self.scanned = buf.len();
+        if buf.len() > max_head {
+            return Err(HttpError::HeadTooLarge);
+        }
+        Ok(None)
+    }
+
+    /// `n` bytes were removed from the front of the scanned buffer.
+    pub fn consumed(&mut self, n: usize) {
+        self.scanned = self.scanned.saturating_sub(n);
+    }
+}
+
+/// The items of a comma-separated header list, whitespace trimmed, empty ones
+/// skipped (RFC 9110 §5.6.1).
+pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|item| !item.is_empty())
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Parses and validates one complete head (`head` ends with its blank line).
+pub(crate) fn parse(head: &[u8]) -> Result<RequestHead, HttpError> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut fields);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => validate(&req),
+        Ok(httparse::Status::Partial) => Err(HttpError::BadRequest("malformed request head")),
+        Err(httparse::Error::TooManyHeaders) => Err(HttpError::HeadTooLarge),
+        Err(httparse::Error::Version) => {
+            // httparse knows 1.0 and 1.1 only; an unknown 1.x is served as 1.1.
+            let at = minor_version_at(head)?;
+            let mut copy = head.to_vec();
+            copy[at] = b'1';
+            parse(&copy)
+        }
+        Err(httparse::Error::HeaderName | httparse::Error::HeaderValue) => {
+            Err(HttpError::BadRequest("malformed header field"))
+        }
+        Err(_) => Err(HttpError::BadRequest("malformed request line")),
+    }
+}
+
+/// For a request line httparse refused over its version: where the minor digit
+/// of an `HTTP/1.x` version is, or the error to answer with.
+fn minor_version_at(head: &[u8]) -> Result<usize, HttpError> {
+    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
+    let line = &head[..line_end];
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    match version {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if minor.is_ascii_digit() => {
+            Ok(line_end - 1)
+        }
+        [b'H', b'T', b'T', b'P', b'/', major, ..] if major.is_ascii_digit() && *major != b'1' => {
+            Err(HttpError::VersionNotSupported)
+        }
+        _ => Err(HttpError::BadRequest("malformed HTTP version")),
+    }
+}
+
+/// Applies the framing and connection rules to a parsed head and copies it out.
+fn validate(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HttpError> {
+    let version = if req.version == Some(0) {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut length: Option<u64> = None;
+    let mut hosts = 0;
+    let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
+    // Transfer-Encoding: seen at all, any coding, last coding chunked, chunked before the last.
+    let (mut te, mut codings, mut last_chunked, mut chunked_early, mut unknown) =
+        (false, 0, false, false, false);
+    for field in req.headers.iter() {
+        let (name, value) = (field.name, field.value);
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = parse_length(value).ok_or(HttpError::BadRequest("invalid Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(HttpError::BadRequest("conflicting Content-Length"));
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            te = true;
+            for coding in list_items(value) {
+                chunked_early |= last_chunked;
+                last_chunked = coding.eq_ignore_ascii_case(b"chunked");
+                unknown |= !last_chunked;
+                codings += 1;
+            }
+        } else if name.eq_ignore_ascii_case("connection") {
+            for option in list_items(value) {
+                close |= option.eq_ignore_ascii_case(b"close");
+                keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+        }
+        headers.push((name.to_owned(), value.to_vec()));
+    }
+
+    if version == Version::Http11 && hosts != 1 {
+        return Err(HttpError::BadRequest(if hosts == 0 {
+            "missing Host header"
+        } else {
+            "duplicate Host header"
+        }));
+    }
+    let body = if te {
+        if length.is_some() {
+            return Err(HttpError::BadRequest(
+                "both Transfer-Encoding and Content-Length",
+            ));
+        }
+        if version == Version::Http10 {
+            return Err(HttpError::BadRequest(
+                "Transfer-Encoding in an HTTP/1.0 request",
+            ));
+        }
+        if codings == 0 {
+            return Err(HttpError::BadRequest("empty Transfer-Encoding"));
+        }
+        if chunked_early {
+            return Err(HttpError::BadRequest(
+                "chunked is not the final transfer coding",
+            ));
+        }
+        if unknown {
+            return Err(HttpError::NotImplemented("unsupported transfer coding"));
+        }
+        BodyKind::Chunked
+    } else {
+        match length {
+            None | Some(0) => BodyKind::Empty,
+            Some(n) => BodyKind::Length(n),
+        }
+    };
+    Ok(RequestHead {
+        method: req.method.unwrap_or_default().to_owned(),
+        target: req.path.unwrap_or_default().to_owned(),
+        version,
+        headers,
+        body,
+        keep_alive: match version {
+            Version::Http11 => !close,
+            Version::Http10 => keep_alive && !close,
+        },
+        // A 1.0 client cannot understand a 100 (RFC 9110 §10.1.1).
+        expect_continue: expect_continue && version == Version::Http11,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(head: &str) -> Result<RequestHead, HttpError> {
+        parse(head.as_bytes())
+    }
+
+    fn status(head: &str) -> u16 {
+        match parse_str(head) {
+            Ok(h) => panic!("accepted {head:?}: {h:?}"),
+            Err(e) => e.status(),
+        }
+    }
+
+    #[test]
+    fn parses_a_request() {
+        let h =
+            parse_str("GET /a/b?x=1&y HTTP/1.1\r\nHost: example\r\nX-Two: 1\r\nx-two: 2\r\n\r\n")
+                .unwrap();
+        assert_eq!(h.method, "GET");
+        assert_eq!(h.target, "/a/b?x=1&y");
+        assert_eq!((h.path(), h.query()), ("/a/b", "x=1&y"));
+        assert_eq!(h.version, Version::Http11);
+        assert_eq!(h.headers.len(), 3);
+        assert_eq!(h.header("X-TWO"), Some(&b"1"[..]));
+        assert_eq!(h.header("missing"), None);
+        assert_eq!(h.body, BodyKind::Empty);
+        assert!(h.keep_alive && !h.expect_continue && !h.is_head());
+    }
+
+    #[test]
+    fn body_kinds() {
+        let kind = |fields: &str| {
+            parse_str(&format!("POST / HTTP/1.1\r\nHost: h\r\n{fields}\r\n"))
+                .unwrap()
+                .body
+        };
+        assert_eq!(kind("Content-Length: 0\r\n"), BodyKind::Empty);
+        assert_eq!(kind("Content-Length: 12\r\n"), BodyKind::Length(12));
+        assert_eq!(
+            kind("Content-Length: 7\r\ncontent-length: 7\r\n"),
+            BodyKind::Length(7)
+        );
+        assert_eq!(kind("Transfer-Encoding: chunked\r\n"), BodyKind::Chunked);
+        assert_eq!(kind("Transfer-Encoding: CHUNKED\r\n"), BodyKind::Chunked);
+        assert_eq!(kind("Transfer-Encoding: , chunked\r\n"), BodyKind::Chunked);
+    }
+
+    #[test]
+    fn keep_alive_matrix() {
+        let cases = [
+            ("1.1", "", true),
+            ("1.1", "Connection: close\r\n", false),
+            ("1.1", "Connection: keep-alive\r\n", true),
+            ("1.1", "Connection: Upgrade, CLOSE\r\n", false),
+            ("1.0", "", false),
+            ("1.0", "Connection: keep-alive\r\n", true),
+            ("1.0", "Connection: Keep-Alive\r\n", true),
+            ("1.0", "Connection: close\r\n", false),
+            ("1.0", "Connection: keep-alive, close\r\n", false),
+        ];
+        for (version, fields, keep) in cases {
+            let h = parse_str(&format!("GET / HTTP/{version}\r\nHost: h\r\n{fields}\r\n")).unwrap();
+            assert_eq!(h.keep_alive, keep, "HTTP/{version} {fields:?}");
+        }
+    }
+
+    #[test]
+    fn expect_continue_only_for_http11() {
+        assert!(
+            parse_str("PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\n\r\n")
+                .unwrap()
+                .expect_continue
+        );
+        assert!(
+            !parse_str("PUT / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n")
+                .unwrap()
+                .expect_continue
+        );
+        assert!(
+            !parse_str("PUT / HTTP/1.1\r\nHost: h\r\nExpect: other\r\n\r\n")
+                .unwrap()
+                .expect_continue
+        );
+    }
+
+    #[test]
+    fn malformed_heads_are_400() {
+        for head in [
+            "GET\r\n\r\n",
+            "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.1 \r\nHost: h\r\n\r\n",
+            "G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET / http/1.1\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.10\r\nHost: h\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX : space before colon\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n folded\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tfolded\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: a\0b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: \x01\r\n\r\n",
+        ] {
+            assert_eq!(status(head), 400, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn framing_conflicts_are_400() {
+        for fields in [
+            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+            "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+            "Content-Length: 5\r\nContent-Length: 6\r\n",
+            "Content-Length: 5, 5\r\n",
+            "Content-Length: -1\r\n",
+            "Content-Length: 0x10\r\n",
+            "Content-Length: 99999999999999999999\r\n",
+            "Content-Length:\r\n",
+            "Transfer-Encoding: chunked, gzip\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: chunked, chunked\r\n",
+            "Transfer-Encoding: \r\n",
+            "Host: other\r\n",
+        ] {
+            let head = format!("POST / HTTP/1.1\r\nHost: h\r\n{fields}\r\n");
+            assert_eq!(status(&head), 400, "{fields:?}");
+        }
+        assert_eq!(
+            status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
+        );
+        assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), 400, "missing Host");
+        assert!(
+            parse_str("GET / HTTP/1.0\r\n\r\n").is_ok(),
+            "1.0 needs no Host"
+        );
+    }
+
+    #[test]
+    fn unknown_transfer_codings_are_501() {
+        for coding in ["gzip", "gzip, chunked", "deflate,chunked"] {
+            let head = format!("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: {coding}\r\n\r\n");
+            assert_eq!(status(&head), 501, "{coding}");
+        }
+    }
+
+    #[test]
+    fn other_major_versions_are_505() {
+        assert_eq!(status("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status("PRI * HTTP/2.0\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/3\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/0.9\r\n\r\n"), 505);
+    }
+
+    #[test]
+    fn unknown_minor_version_is_served_as_http11() {
+        let h = parse_str("GET / HTTP/1.2\r\nHost: h\r\n\r\n").unwrap();
+        assert_eq!(h.version, Version::Http11);
+        assert!(h.keep_alive);
+    }
+
+    #[test]
+    fn too_many_headers_is_431() {
+        let ok: String = (0..MAX_HEADERS - 1)
+            .map(|i| format!("X-{i}: v\r\n"))
+            .collect();
+        assert!(parse_str(&format!("GET / HTTP/1.1\r\nHost: h\r\n{ok}\r\n")).is_ok());
+        let over: String = (0..MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
+        assert_eq!(
+            status(&format!("GET / HTTP/1.1\r\nHost: h\r\n{over}\r\n")),
+            431
+        );
+    }
+
+    #[test]
+    fn scanner_finds_the_end_across_reads() {
+        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\nNEXT";
+        let mut scanner = HeadScanner::default();
+        for end in 1..head.len() - 4 {
+            assert_eq!(scanner.scan(&head[..end], 1024), Ok(None), "at {end}");
+            // Resumes where it stopped: each byte is looked at once.
+            assert_eq!(scanner.scanned, end);
+        }
+        assert_eq!(scanner.scan(head, 1024), Ok(Some(head.len() - 4)));
+        // Reset after a find: the next head is scanned from its start.
+        assert_eq!(scanner.scanned, 0);
+    }
+
+    #[test]
+    fn scanner_refuses_bare_lf() {
+        for head in [
+            &b"GET / HTTP/1.1\nHost: h\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: h\n\r\n",
+            b"\n",
+        ] {
+            assert_eq!(
+                HeadScanner::default().scan(head, 1024),
+                Err(HttpError::BadRequest("bare LF in request head")),
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+
+    #[test]
+    fn scanner_enforces_the_head_limit() {
+        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        assert_eq!(
+            HeadScanner::default().scan(head, head.len()),
+            Ok(Some(head.len()))
+        );
+        assert_eq!(
+            HeadScanner::default().scan(head, head.len() - 1),
+            Err(HttpError::HeadTooLarge)
+        );
+        // Incomplete and already past the limit: refused without waiting for more.
+        assert_eq!(
+            HeadScanner::default().scan(&[b'a'; 11], 10),
+            Err(HttpError::HeadTooLarge)
+        );
+        assert_eq!(HeadScanner::default().scan(&[b'a'; 10], 10), Ok(None));
+    }
+
+    #[test]
+    fn list_items_trim_and_skip_empty() {
+        let items: Vec<&[u8]> = list_items(b" a ,\tb,, c\t").collect();
+        assert_eq!(items, [&b"a"[..], b"b", b"c"]);
+        assert_eq!(list_items(b" , ").count(), 0);
     }
 }

@@ -7,6 +7,12 @@
 //! the caller writes [`ServerConn::write_error`] and closes. Answer with
 //! [`ServerConn::start_response`], body bytes, and [`ServerConn::finish_response`];
 //! only then does it parse the next pipelined request, so answers leave in order.
+//!
+//! Where the RFCs leave a choice, it is documented where it is made: request
+//! validation (what is 400, 431, 501, 505) in [`head`], end of input and unread
+//! bodies in [`conn`], the treatment of the app's response headers in
+//! [`response`]. Every response carries `Date` (cached per second, [`date`])
+//! and `Server: m0serve`.
 
 pub mod chunked;
 pub mod conn;
