@@ -4,8 +4,9 @@
 //! connection hands it to a sibling that is parked (idle) and holds no more
 //! connections than it does, rather than queue it behind its own work; failing
 //! that, to a sibling with fewer connections whose current pass is young. A
-//! sibling that has been inside one pass for over [`BUSY_PASS`] is handed nothing: it is stuck in work (a long view in the
-//! loop-only shape), and a connection handed to it would wait for that work.
+//! sibling that has been inside one pass for over [`BUSY_PASS`] is handed
+//! nothing: it is stuck in work (a long view in the loop-only shape), and a
+//! connection handed to it would wait for that work.
 //! Hand-offs arrive through the sibling's hand-off *door*, which admits under
 //! the same batch rule as the listener ([`super::accept`]).
 
