@@ -9,9 +9,14 @@
 //! - [`portable`]: mio (epoll on Linux, kqueue on macOS).
 
 pub mod accept;
+pub mod admit;
 pub mod portable;
 pub mod select;
+pub mod sendfile;
 pub mod share;
+#[cfg(test)]
+pub mod testing;
+pub mod timers;
 #[cfg(target_os = "linux")]
 pub mod uring;
 

@@ -1,7 +1,591 @@
-//! The portable backend on mio (SKELETON).
+//! The portable backend on mio: epoll on Linux, kqueue on macOS.
+//!
+//! One [`Core`] per core thread. A pass is: wait (zero timeout while anything
+//! is owed), then serve the connections the wait reported, then those a read
+//! budget left readable last pass, then at most one accept batch per door
+//! ([`super::accept`]), then the deadlines that passed, then shutdown.
+//!
+//! mio is edge-triggered: a socket is reported once per change, not while it
+//! stays ready. Each connection therefore remembers "readable" and "writable"
+//! until a read or write says `WouldBlock`, so a session that stopped wanting
+//! input (its response is being written) is read again when it resumes,
+//! without a new edge. Interest is read-only at first and gains write the
+//! first time a write would block, then keeps it: a new connection whose
+//! answer fits the socket buffer (most) costs no writable event, and no
+//! connection costs more than one re-registration.
 
-use super::{CoreContext, Service};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
 
-pub fn run<S: Service>(_ctx: CoreContext, _service: S) -> std::io::Result<()> {
-    todo!()
+use mio::event::Event;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use socket2::Socket;
+
+use super::accept::{Door, Step, RETRY_BLOCKED};
+use super::sendfile::send_file;
+use super::timers::{Armed, Timers};
+use super::{admit, Accepted, CoreContext, Output, Service, Session, Wake};
+
+const WAKER: Token = Token(usize::MAX);
+const LISTENER: Token = Token(usize::MAX - 1);
+
+/// One read buffer per core: sessions copy what they keep.
+const READ_BUF: usize = 64 * 1024;
+
+/// Reads one connection gets per pass. A peer that sends as fast as we read
+/// (a pipelining client whose answers are immediate) would otherwise hold
+/// the core until it stopped; past the budget it waits for the next pass.
+const READS_PER_PASS: usize = 16;
+
+/// Run core `ctx.index` until shutdown completes.
+pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
+    let poll = Poll::new()?;
+    let waker = Waker::new(poll.registry(), WAKER)?;
+    ctx.board.set_waker(ctx.index, Box::new(MioWake(waker)));
+    poll.registry().register(
+        &mut SourceFd(&ctx.listener.as_raw_fd()),
+        LISTENER,
+        Interest::READABLE,
+    )?;
+    Core {
+        ctx,
+        service,
+        poll,
+        conns: Slots::default(),
+        timers: Timers::default(),
+        buf: vec![0; READ_BUF],
+        listen: Door::default(),
+        handoffs: Door::default(),
+        listening: true,
+        draining: false,
+        revisit: Vec::new(),
+        due: Vec::new(),
+    }
+    .run()
+}
+
+/// How siblings (and shutdown) wake a core blocked in `poll`.
+struct MioWake(Waker);
+
+impl Wake for MioWake {
+    fn wake(&self) {
+        if let Err(e) = self.0.wake() {
+            tracing::warn!("waking a core failed: {e}");
+        }
+    }
+}
+
+/// One connection.
+struct Conn<T> {
+    sock: Socket,
+    session: T,
+    /// The last read did not say `WouldBlock` (or an edge said readable since).
+    readable: bool,
+    /// The last write did not say `WouldBlock` (or an edge said writable since).
+    writable: bool,
+    /// The peer closed its side: never read again.
+    eof: bool,
+    /// In [`Core::revisit`] already.
+    queued: bool,
+    /// Registered for writable events (since a write first would block).
+    write_interest: bool,
+    armed: Armed,
+}
+
+/// What driving a connection left it.
+enum Driven {
+    Open,
+    /// Out of read budget while still readable: serve it again next pass.
+    Revisit,
+    Close,
+}
+
+impl<T: Session> Conn<T> {
+    /// Write what the session has, then read while it wants input; repeat
+    /// until neither can progress. Errors mean the connection is to be closed.
+    fn drive(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Driven> {
+        let mut reads = 0;
+        loop {
+            let drained = self.flush(now)?;
+            if self.session.done() {
+                return Ok(if drained { Driven::Close } else { Driven::Open });
+            }
+            if !(self.readable && !self.eof && self.session.wants_read()) {
+                return Ok(Driven::Open);
+            }
+            if reads == READS_PER_PASS {
+                return Ok(Driven::Revisit);
+            }
+            reads += 1;
+            match (&self.sock).read(buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    self.session.on_eof(now);
+                }
+                Ok(n) => self.session.on_read(&buf[..n], now),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Write the session's output until it is drained (true) or the socket is full.
+    fn flush(&mut self, now: Instant) -> io::Result<bool> {
+        loop {
+            let wrote = match self.session.output() {
+                Output::None => return Ok(true),
+                _ if !self.writable => return Ok(false),
+                // socket2 sends with MSG_NOSIGNAL where it exists (SO_NOSIGPIPE is set on macOS).
+                Output::Bytes(b) => (&self.sock).write(b),
+                Output::File { fd, offset, len } => send_file(self.sock.as_fd(), fd, offset, len),
+            };
+            match wrote {
+                // Nothing written of a non-empty output (or a file shorter than
+                // its length) would loop forever: a session bug, so close.
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.session.on_sent(n, now),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A core thread's loop state.
+struct Core<S: Service> {
+    ctx: CoreContext,
+    service: S,
+    poll: Poll,
+    conns: Slots<Conn<S::Session>>,
+    timers: Timers,
+    buf: Vec<u8>,
+    /// The shared listener's door.
+    listen: Door,
+    /// The door siblings hand connections through.
+    handoffs: Door,
+    /// The listener is registered (until shutdown).
+    listening: bool,
+    /// Shutdown began: sessions were told, idle ones closed.
+    draining: bool,
+    /// Connections a read budget left readable, served next pass.
+    revisit: Vec<usize>,
+    /// Scratch for the deadlines due in a pass.
+    due: Vec<(usize, Instant)>,
+}
+
+impl<S: Service> Core<S> {
+    fn run(mut self) -> io::Result<()> {
+        let me = self.ctx.index;
+        let mut events = Events::with_capacity(1024);
+        self.ctx.board.begin_pass(me);
+        loop {
+            if self.ctx.control.shutting_down() {
+                if !self.draining {
+                    self.begin_drain();
+                }
+                if self.conns.is_empty() && !self.ctx.board.has_handoffs(me) {
+                    return Ok(());
+                }
+                if self
+                    .ctx
+                    .control
+                    .deadline()
+                    .is_some_and(|d| Instant::now() >= d)
+                {
+                    self.close_all();
+                    return Ok(());
+                }
+            }
+
+            let mut timeout = self.wait_timeout(Instant::now());
+            if timeout != Some(Duration::ZERO) && !self.ctx.board.park(me) {
+                timeout = Some(Duration::ZERO); // a hand-off arrived: do not block
+            }
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            self.ctx.board.begin_pass(me);
+
+            let revisit = std::mem::take(&mut self.revisit);
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => {} // what it announces is looked at below
+                    LISTENER => self.listen.announce(),
+                    Token(t) => self.ready(t, event),
+                }
+            }
+            for t in revisit {
+                if let Some(c) = self.conns.get_mut(t) {
+                    c.queued = false;
+                    self.drive(t);
+                }
+            }
+
+            // The doors last: connections already held are served first.
+            if self.ctx.board.has_handoffs(me) {
+                self.handoffs.announce();
+            }
+            if self.listening && self.listen.due() {
+                let mut door = std::mem::take(&mut self.listen);
+                let blocked_before = door.blocked();
+                door.run(self.ctx.batch, || self.accept_step(blocked_before));
+                self.listen = door;
+            }
+            if self.handoffs.due() {
+                let mut door = std::mem::take(&mut self.handoffs);
+                door.run(self.ctx.batch, || self.handoff_step());
+                self.handoffs = door;
+            }
+
+            self.expire(Instant::now());
+        }
+    }
+
+    /// How long the next wait may block: not at all while anything is owed,
+    /// else until the earliest deadline, a blocked door's retry, or the end
+    /// of the shutdown grace.
+    fn wait_timeout(&self, now: Instant) -> Option<Duration> {
+        if self.listen.owed() || self.handoffs.owed() || !self.revisit.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let mut until = self.timers.next();
+        let mut bound = |t: Instant| until = Some(until.map_or(t, |u| u.min(t)));
+        if (self.listening && self.listen.blocked()) || self.handoffs.blocked() {
+            bound(now + RETRY_BLOCKED);
+        }
+        if self.draining {
+            if let Some(d) = self.ctx.control.deadline() {
+                bound(d);
+            }
+        }
+        until.map(|t| t.saturating_duration_since(now))
+    }
+
+    /// The wait reported connection `t`.
+    fn ready(&mut self, t: usize, event: &Event) {
+        // A slot closed earlier in this pass (or reused since) is harmless:
+        // readiness is only a hint that a read or write may not block.
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        if event.is_error() {
+            self.close(t);
+            return;
+        }
+        c.readable |= event.is_readable() || event.is_read_closed();
+        c.writable |= event.is_writable() || event.is_write_closed();
+        self.drive(t);
+    }
+
+    /// Serve connection `t` as far as it goes now; close it when it is done
+    /// (or failed), else re-arm its deadline.
+    fn drive(&mut self, t: usize) {
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        match c.drive(&mut self.buf, Instant::now()) {
+            Ok(Driven::Close) => self.close(t),
+            Err(e) => {
+                tracing::debug!(core = self.ctx.index, "closing a connection: {e}");
+                self.close(t);
+            }
+            Ok(state) => {
+                if matches!(state, Driven::Revisit) && !c.queued {
+                    c.queued = true;
+                    self.revisit.push(t);
+                }
+                if !c.writable && !c.write_interest {
+                    // MOD re-checks readiness, so space freed since the
+                    // write blocked is still reported.
+                    let fd = c.sock.as_raw_fd();
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if let Err(e) =
+                        self.poll
+                            .registry()
+                            .reregister(&mut SourceFd(&fd), Token(t), interest)
+                    {
+                        tracing::warn!(core = self.ctx.index, "registering for writes: {e}");
+                        self.close(t);
+                        return;
+                    }
+                    c.write_interest = true;
+                }
+                self.timers.arm(t, &mut c.armed, c.session.deadline());
+            }
+        }
+    }
+
+    /// One step of the listener's batch. The slot is reserved before the
+    /// accept, so at the limit connections wait in the kernel's backlog.
+    fn accept_step(&mut self, blocked_before: bool) -> Step {
+        if !self.ctx.control.try_reserve() {
+            return Step::Blocked;
+        }
+        let fd = match accept(self.ctx.listener.as_fd()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.ctx.control.release();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) => Step::Empty,
+                    // The connection died in the backlog, or a signal: take the next.
+                    Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO) => Step::Admitted,
+                    // Out of descriptors or memory: trying harder will not cure it.
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                        if !blocked_before {
+                            tracing::warn!(core = self.ctx.index, "accept: {e}; retrying");
+                        }
+                        Step::Blocked
+                    }
+                    _ => {
+                        tracing::error!(core = self.ctx.index, "accept: {e}");
+                        Step::Empty
+                    }
+                };
+            }
+        };
+        if let Some(conn) = admit::place(&self.ctx, Accepted { fd }) {
+            self.admit(conn.fd, false);
+        }
+        Step::Admitted
+    }
+
+    /// One step of the hand-off door's batch.
+    fn handoff_step(&mut self) -> Step {
+        match self.ctx.board.take_handoff(self.ctx.index) {
+            Some(conn) => {
+                self.admit(conn.fd, true);
+                Step::Admitted
+            }
+            None => Step::Empty,
+        }
+    }
+
+    /// Admit a connection whose slot is reserved, and read it eagerly: what
+    /// the client sent with its connect is served now, not a pass later.
+    fn admit(&mut self, fd: OwnedFd, handed: bool) {
+        let peer = match admit::prepare(fd.as_fd()) {
+            Ok(peer) => peer,
+            Err(e) => {
+                tracing::debug!(core = self.ctx.index, "dropping a connection: {e}");
+                self.ctx.control.release();
+                return;
+            }
+        };
+        self.ctx.admitted(handed);
+        let raw = fd.as_raw_fd();
+        let session = self.service.open(&peer);
+        let t = self.conns.insert(Conn {
+            sock: Socket::from(fd),
+            session,
+            readable: true,
+            writable: true,
+            eof: false,
+            queued: false,
+            write_interest: false,
+            armed: Armed::default(),
+        });
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut SourceFd(&raw), Token(t), Interest::READABLE)
+        {
+            tracing::warn!(core = self.ctx.index, "registering a connection: {e}");
+            self.close(t);
+            return;
+        }
+        self.drive(t);
+        if self.draining {
+            self.shut(t);
+        }
+    }
+
+    /// Tell connection `t` shutdown began; close it if idle, else serve it on.
+    fn shut(&mut self, t: usize) {
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        c.session.on_shutdown();
+        if c.session.idle() {
+            self.close(t);
+        } else {
+            self.drive(t);
+        }
+    }
+
+    /// Graceful shutdown: stop accepting, admit what siblings already handed
+    /// over (it is answered, not dropped), then tell every session.
+    fn begin_drain(&mut self) {
+        if self.listening {
+            let fd = self.ctx.listener.as_raw_fd();
+            if let Err(e) = self.poll.registry().deregister(&mut SourceFd(&fd)) {
+                tracing::warn!(core = self.ctx.index, "deregistering the listener: {e}");
+            }
+            self.listening = false;
+        }
+        while let Some(conn) = self.ctx.board.take_handoff(self.ctx.index) {
+            self.admit(conn.fd, true);
+        }
+        // Neither door may be taken from again, nor keep the wait from blocking.
+        self.listen.clear();
+        self.handoffs.clear();
+        self.draining = true;
+        for t in self.conns.tokens() {
+            self.shut(t);
+        }
+    }
+
+    /// Call `on_deadline` for sessions whose deadline passed.
+    fn expire(&mut self, now: Instant) {
+        // Collected first: a session whose deadline stays in the past is
+        // re-armed by `drive` and must wait for the next pass, not loop here.
+        let mut due = std::mem::take(&mut self.due);
+        due.extend(std::iter::from_fn(|| self.timers.pop_due(now)));
+        for &(t, at) in &due {
+            let Some(c) = self.conns.get_mut(t) else {
+                continue;
+            };
+            if !c.armed.fired(at) {
+                continue; // stale: superseded, or a closed connection's
+            }
+            if c.session.deadline().is_some_and(|d| d <= now) {
+                c.session.on_deadline(now);
+            }
+            self.drive(t);
+        }
+        due.clear();
+        self.due = due;
+    }
+
+    fn close(&mut self, t: usize) {
+        if let Some(c) = self.conns.remove(t) {
+            let fd = c.sock.as_raw_fd();
+            if let Err(e) = self.poll.registry().deregister(&mut SourceFd(&fd)) {
+                tracing::debug!(core = self.ctx.index, "deregistering a connection: {e}");
+            }
+            drop(c);
+            self.ctx.closed();
+        }
+    }
+
+    fn close_all(&mut self) {
+        for t in self.conns.tokens() {
+            self.close(t);
+        }
+    }
+}
+
+/// Accept one connection, non-blocking and close-on-exec.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: the listener is a valid descriptor for the call; null address
+    // pointers are allowed (the peer is looked up at admission).
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            flags,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Accept one connection, non-blocking and close-on-exec (no `accept4`:
+/// socket2 sets close-on-exec, the non-blocking flag costs a second call).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let (sock, _) = socket2::SockRef::from(&listener).accept()?;
+    sock.set_nonblocking(true)?;
+    Ok(sock.into())
+}
+
+/// A slab: connections by token, slots reused.
+struct Slots<T> {
+    items: Vec<Option<T>>,
+    free: Vec<usize>,
+    len: usize,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            items: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Slots<T> {
+    fn insert(&mut self, item: T) -> usize {
+        self.len += 1;
+        match self.free.pop() {
+            Some(t) => {
+                self.items[t] = Some(item);
+                t
+            }
+            None => {
+                self.items.push(Some(item));
+                self.items.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, t: usize) -> Option<T> {
+        let item = self.items.get_mut(t)?.take()?;
+        self.free.push(t);
+        self.len -= 1;
+        Some(item)
+    }
+
+    fn get_mut(&mut self, t: usize) -> Option<&mut T> {
+        self.items.get_mut(t)?.as_mut()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The occupied tokens now (a copy: callers close as they go).
+    fn tokens(&self) -> Vec<usize> {
+        (0..self.items.len())
+            .filter(|&t| self.items[t].is_some())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::testing::{self, EchoService};
+
+    testing::conformance!(super::run::<EchoService>);
+
+    #[test]
+    fn slots_reuse_freed_tokens() {
+        let mut s = Slots::default();
+        let a = s.insert('a');
+        let b = s.insert('b');
+        assert_eq!(s.remove(a), Some('a'));
+        assert_eq!(s.remove(a), None, "a slot is removed once");
+        let c = s.insert('c');
+        assert_eq!(c, a);
+        assert_eq!(s.tokens(), vec![a, b]);
+        assert_eq!(s.get_mut(c), Some(&mut 'c'));
+        s.remove(b);
+        s.remove(c);
+        assert!(s.is_empty());
+    }
 }

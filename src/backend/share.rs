@@ -1,11 +1,12 @@
 //! Accept sharing: the board through which core threads see each other.
 //!
 //! A connection is owned by one core for its life. The core that admits a new
-//! connection hands it to a sibling that is parked (idle) rather than queue it
-//! behind its own work; failing that, to a sibling with fewer connections whose
-//! current pass is young. A sibling that has been inside one pass for over
-//! [`BUSY_PASS`] is handed nothing: it is stuck in work (a long view in the
-//! loop-only shape), and a connection handed to it would wait for that work.
+//! connection hands it to a sibling that is parked (idle) and holds no more
+//! connections than it does, rather than queue it behind its own work; failing
+//! that, to a sibling with fewer connections whose current pass is young. A
+//! sibling that has been inside one pass for over [`BUSY_PASS`] is handed
+//! nothing: it is stuck in work (a long view in the loop-only shape), and a
+//! connection handed to it would wait for that work.
 //! Hand-offs arrive through the sibling's hand-off *door*, which admits under
 //! the same batch rule as the listener ([`super::accept`]).
 
@@ -125,7 +126,11 @@ impl Board {
             let parked = s.parked.get();
             let conns = s.connections.load(Ordering::Relaxed);
             let age = now.saturating_sub(s.pass_start.load(Ordering::Relaxed));
-            let eligible = parked || (age < BUSY_PASS.as_nanos() as u64 && conns < mine);
+            // A parked sibling holding more than this core is not worth a wake:
+            // where one core takes every accept (io_uring's exclusive wake-ups
+            // favour the first multishot armed), that would pile them all onto it.
+            let eligible =
+                (parked && conns <= mine) || (age < BUSY_PASS.as_nanos() as u64 && conns < mine);
             if !eligible {
                 continue;
             }
@@ -175,6 +180,20 @@ mod tests {
         b.begin_pass(2);
         assert!(b.park(2));
         assert_eq!(b.pick(0), Some(2));
+    }
+
+    #[test]
+    fn a_parked_sibling_holding_more_is_handed_nothing() {
+        let b = Board::new(2);
+        b.count(1, 2);
+        assert!(b.park(1));
+        assert_eq!(
+            b.pick(0),
+            None,
+            "core 0 holds fewer: it keeps the connection"
+        );
+        b.count(0, 2);
+        assert_eq!(b.pick(0), Some(1), "as many: the parked sibling takes it");
     }
 
     #[test]

@@ -1,7 +1,718 @@
-//! The io_uring backend (SKELETON).
+//! The io_uring backend: one [`Ring`] per core thread, driving [`Session`]s.
+//!
+//! A pass: reap completions (accepts only fill the pending queue and announce
+//! the listener door; recv/send/file reads feed their sessions), fire expired
+//! deadlines, then take at most one batch per door ([`super::accept`]), steer
+//! the multishot accept (armed below the connection limit, cancelled at it),
+//! arm the timer for the next deadline, and submit: waiting for a completion
+//! unless a batch is owed or a hand-off arrived ([`super::share::Board::park`]).
+//!
+//! Writes copy the session's bytes into the connection's write buffer (the
+//! ring owns a buffer while the kernel uses it; a session's own buffer cannot
+//! be lent for that long). [`Output::File`] is read with a positioned read
+//! into that same buffer, then sent: splice would need a pipe per connection
+//! and two linked operations per chunk, for files that are small and mostly
+//! in the page cache.
+//!
+//! A connection closes by `shutdown(SHUT_RDWR)`, which ends its in-flight
+//! recv; its slot and fd are freed once no operation of it is in flight, so a
+//! completion never names a reused fd.
 
-use super::{CoreContext, Service};
+use std::collections::VecDeque;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Instant;
 
-pub fn run<S: Service>(_ctx: CoreContext, _service: S) -> std::io::Result<()> {
-    todo!()
+use m0serve_uring::{recv_now, AcceptState, Completion, Config, Op, Ring, Token, Waker};
+use socket2::SockRef;
+
+use super::accept::{Door, Step, RETRY_BLOCKED};
+use super::admit;
+use super::timers::{Armed, Timers};
+use super::{Accepted, CoreContext, Output, Service, Session, Wake};
+
+/// A connection's read buffer: stays with the ring while a recv is in flight.
+const READ_BUF: usize = 16 * 1024;
+/// The most one send (or one file read) moves.
+const WRITE_BUF: usize = 16 * 1024;
+/// Accepted connections waiting for admission beyond this stop the multishot:
+/// the rest wait in the kernel's backlog rather than in our memory.
+const PENDING_CAP: usize = 1024;
+/// Freed buffers kept for the next connections.
+const SPARE_BUFS: usize = 64;
+
+/// Serve on this core until shutdown completes (or its deadline passes).
+pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
+    let ring = Ring::new(Config::default())?;
+    ctx.board
+        .set_waker(ctx.index, Box::new(RingWake(ring.waker())));
+    let mut core = Core {
+        ctx,
+        service,
+        ring,
+        conns: Slab::default(),
+        timers: Timers::default(),
+        pending: VecDeque::new(),
+        listen_door: Door::default(),
+        handoff_door: Door::default(),
+        accept_paused_until: None,
+        draining: false,
+        completions: Vec::new(),
+        spare: Vec::new(),
+    };
+    let served = core.serve();
+    core.close_all();
+    served
+}
+
+/// Siblings wake this core through the ring's eventfd.
+struct RingWake(Waker);
+
+impl Wake for RingWake {
+    fn wake(&self) {
+        self.0.wake();
+    }
+}
+
+/// One connection this core owns.
+struct Conn<T> {
+    fd: OwnedFd,
+    session: T,
+    /// The read buffer; `None` while a recv holds it.
+    rbuf: Option<Vec<u8>>,
+    /// The write buffer; `None` while a send or file read holds it.
+    wbuf: Option<Vec<u8>>,
+    /// The peer closed its side: never read again (a recv would return 0 at once).
+    eof: bool,
+    /// Shut down; the slot is freed once nothing is in flight.
+    closing: bool,
+    /// Its entry in the deadline heap.
+    armed: Armed,
+}
+
+impl<T> Conn<T> {
+    fn in_flight(&self) -> bool {
+        self.rbuf.is_none() || self.wbuf.is_none()
+    }
+}
+
+struct Core<S: Service> {
+    ctx: CoreContext,
+    service: S,
+    ring: Ring,
+    conns: Slab<Conn<S::Session>>,
+    /// Session deadlines by slot (lazy deletion: see [`Timers`]).
+    timers: Timers,
+    /// Accepted by the multishot, not yet admitted (not reserved either).
+    pending: VecDeque<OwnedFd>,
+    listen_door: Door,
+    handoff_door: Door,
+    /// An accept error (EMFILE...) pauses the multishot until then.
+    accept_paused_until: Option<Instant>,
+    /// Graceful shutdown began.
+    draining: bool,
+    completions: Vec<Completion>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl<S: Service> Core<S> {
+    fn serve(&mut self) -> io::Result<()> {
+        let index = self.ctx.index;
+        loop {
+            self.ctx.board.begin_pass(index);
+            self.ring.complete(&mut self.completions);
+            let now = Instant::now();
+            let mut completions = std::mem::take(&mut self.completions);
+            for c in completions.drain(..) {
+                self.on_completion(c, now);
+            }
+            self.completions = completions;
+            self.expire_deadlines(now);
+
+            if self.ctx.control.shutting_down() {
+                if !self.draining {
+                    self.begin_drain(now);
+                }
+                // A sibling may hand over a connection it admitted just before it saw the shutdown.
+                while let Some(Accepted { fd }) = self.ctx.board.take_handoff(index) {
+                    self.admit(fd, true, now);
+                }
+                let expired = self.ctx.control.deadline().is_some_and(|d| now >= d);
+                if self.conns.is_empty() || expired {
+                    return Ok(());
+                }
+            } else {
+                self.run_doors(now);
+                self.steer_accept(now)?;
+            }
+
+            self.arm_timer(now)?;
+            let owed = self.listen_door.owed() || self.handoff_door.owed();
+            if !owed && self.ctx.board.park(index) {
+                self.ring.submit_and_wait()?;
+            } else {
+                self.ring.submit()?;
+            }
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion, now: Instant) {
+        match c {
+            Completion::Accepted { result, .. } => match result {
+                // Accepts that land after shutdown began are closed with the pending queue.
+                Ok(fd) if !self.draining => {
+                    self.pending.push_back(fd);
+                    self.listen_door.announce();
+                }
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                Err(e) => {
+                    // EMFILE and the like: trying harder will not cure it.
+                    tracing::warn!(core = self.ctx.index, "accept failed: {e}");
+                    self.accept_paused_until = Some(now + RETRY_BLOCKED);
+                }
+            },
+            Completion::Received { token, buf, result } => {
+                self.on_received(token, buf, result, now)
+            }
+            Completion::Sent { token, buf, result } => self.on_sent(token, buf, result, now),
+            Completion::ReadAt { token, buf, result } => self.on_file_read(token, buf, result),
+            // Their work (deadlines, hand-offs, shutdown) is looked at every pass.
+            Completion::Timer | Completion::Woken => {}
+        }
+    }
+
+    fn on_received(&mut self, token: Token, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
+        let Some(conn) = self.conns.get_mut(token) else {
+            return;
+        };
+        let buf = conn.rbuf.insert(buf);
+        if !conn.closing {
+            match result {
+                Ok(0) => {
+                    conn.eof = true;
+                    conn.session.on_eof(now);
+                }
+                Ok(n) => conn.session.on_read(&buf[..n], now),
+                Err(e) => {
+                    tracing::debug!(core = self.ctx.index, "recv failed: {e}");
+                    self.close(token);
+                }
+            }
+        }
+        self.drive(token);
+    }
+
+    fn on_sent(&mut self, token: Token, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
+        let Some(conn) = self.conns.get_mut(token) else {
+            return;
+        };
+        conn.wbuf = Some(buf);
+        if !conn.closing {
+            match result {
+                Ok(n) if n > 0 => conn.session.on_sent(n, now),
+                // A send of a non-empty buffer that moves nothing would repeat forever.
+                Ok(_) => self.close(token),
+                Err(e) => {
+                    tracing::debug!(core = self.ctx.index, "send failed: {e}");
+                    self.close(token);
+                }
+            }
+        }
+        self.drive(token);
+    }
+
+    /// A chunk of an [`Output::File`] was read: send it.
+    fn on_file_read(&mut self, token: Token, mut buf: Vec<u8>, result: io::Result<usize>) {
+        let Some(conn) = self.conns.get_mut(token) else {
+            return;
+        };
+        match result {
+            Ok(n) if n > 0 && !conn.closing => {
+                buf.truncate(n);
+                if let Err(e) = self.ring.send(token, conn.fd.as_fd(), buf) {
+                    tracing::debug!(core = self.ctx.index, "send failed: {e}");
+                    conn.wbuf = Some(Vec::with_capacity(WRITE_BUF));
+                    self.close(token);
+                }
+            }
+            _ => {
+                // An error, or the file ended before the length the session promised.
+                conn.wbuf = Some(buf);
+                self.close(token);
+            }
+        }
+        self.drive(token);
+    }
+
+    /// Call `on_deadline` on every session whose armed deadline has passed.
+    fn expire_deadlines(&mut self, now: Instant) {
+        // Collected first: a session that keeps a past deadline is looked at
+        // again next pass, not in a loop inside this one.
+        let expired: Vec<_> = std::iter::from_fn(|| self.timers.pop_due(now)).collect();
+        for (slot, at) in expired {
+            let Some(token) = self.conns.token_of(slot) else {
+                continue;
+            };
+            let conn = self.conns.get_mut(token).expect("a live slot");
+            if !conn.armed.fired(at) {
+                continue; // stale: superseded, or a closed connection's
+            }
+            if !conn.closing && conn.session.deadline().is_some_and(|d| d <= now) {
+                conn.session.on_deadline(now);
+            }
+            self.drive(token);
+        }
+    }
+
+    /// One batch per door, after the pass's other events.
+    fn run_doors(&mut self, now: Instant) {
+        if self.listen_door.due() {
+            let mut door = std::mem::take(&mut self.listen_door);
+            door.run(self.ctx.batch, || self.listen_step(now));
+            self.listen_door = door;
+        }
+        if self.ctx.board.has_handoffs(self.ctx.index) {
+            self.handoff_door.announce();
+        }
+        if self.handoff_door.due() {
+            let mut door = std::mem::take(&mut self.handoff_door);
+            door.run(self.ctx.batch, || {
+                match self.ctx.board.take_handoff(self.ctx.index) {
+                    // A hand-off carries the sibling's reservation.
+                    Some(Accepted { fd }) => {
+                        self.admit(fd, true, now);
+                        Step::Admitted
+                    }
+                    None => Step::Empty,
+                }
+            });
+            self.handoff_door = door;
+        }
+    }
+
+    /// Admit the next pending connection: reserve it, then hand it to a
+    /// sibling or serve it here.
+    fn listen_step(&mut self, now: Instant) -> Step {
+        let Some(fd) = self.pending.pop_front() else {
+            return Step::Empty;
+        };
+        if !self.ctx.control.try_reserve() {
+            self.pending.push_front(fd);
+            return Step::Blocked;
+        }
+        if let Some(Accepted { fd }) = admit::place(&self.ctx, Accepted { fd }) {
+            self.admit(fd, false, now);
+        }
+        Step::Admitted
+    }
+
+    /// Keep the multishot accept armed while connections can be taken, and
+    /// cancelled (connections wait in the kernel backlog) while they cannot.
+    fn steer_accept(&mut self, now: Instant) -> io::Result<()> {
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+        }
+        let want = !self.listen_door.blocked()
+            && self.accept_paused_until.is_none()
+            && self.pending.len() < PENDING_CAP;
+        match (want, self.ring.accept_state()) {
+            // Also the re-arm after a completion without F_MORE.
+            (true, AcceptState::Idle) => {
+                self.ring.arm_accept(self.ctx.listener.as_fd())?;
+            }
+            (false, AcceptState::Armed) => self.ring.cancel_accept()?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Arm the ring's timer for the earliest thing this core waits on.
+    fn arm_timer(&mut self, now: Instant) -> io::Result<()> {
+        let retry = (self.listen_door.blocked() || self.accept_paused_until.is_some())
+            .then(|| self.accept_paused_until.unwrap_or(now + RETRY_BLOCKED));
+        let shutdown = if self.draining {
+            self.ctx.control.deadline()
+        } else {
+            None
+        };
+        let session = self.timers.next();
+        match [retry, shutdown, session].into_iter().flatten().min() {
+            Some(at) => self.ring.set_timer(at),
+            None => Ok(()),
+        }
+    }
+
+    /// Serve `fd` on this core: open its session and read eagerly.
+    fn admit(&mut self, fd: OwnedFd, handed: bool, now: Instant) {
+        let peer = match admit::prepare(fd.as_fd()) {
+            Ok(peer) => peer,
+            Err(e) => {
+                tracing::debug!(core = self.ctx.index, "dropping a connection: {e}");
+                self.ctx.control.release();
+                return;
+            }
+        };
+        self.ctx.admitted(handed);
+        let mut session = self.service.open(&peer);
+        if self.draining {
+            session.on_shutdown();
+        }
+        let rbuf = self.spare_buf(READ_BUF);
+        let wbuf = self.spare_buf(0);
+        let token = self.conns.insert(Conn {
+            fd,
+            session,
+            rbuf: Some(rbuf),
+            wbuf: Some(wbuf),
+            eof: false,
+            closing: false,
+            armed: Armed::default(),
+        });
+        // The eager read: a request that came with the connection is served
+        // now, inside this batch (which is why the batch is bounded).
+        let conn = self.conns.get_mut(token).expect("just inserted");
+        let mut read = false;
+        if conn.session.wants_read() {
+            let buf = conn.rbuf.as_mut().expect("no recv in flight yet");
+            match recv_now(conn.fd.as_fd(), buf) {
+                Ok(0) => {
+                    conn.eof = true;
+                    conn.session.on_eof(now);
+                }
+                Ok(n) => {
+                    conn.session.on_read(&buf[..n], now);
+                    read = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => self.close(token),
+            }
+        }
+        self.drive(token);
+        if read {
+            // Put the answer on the wire now, not after the rest of the batch.
+            let _ = self.ring.submit();
+        }
+    }
+
+    /// After any event on a connection: start its next write, close it, or
+    /// read more; keep its deadline armed; free it once closed and idle.
+    fn drive(&mut self, token: Token) {
+        let Some(conn) = self.conns.get_mut(token) else {
+            return;
+        };
+        if !conn.closing {
+            if let Err(e) = start_write(&mut self.ring, token, conn) {
+                tracing::debug!(core = self.ctx.index, "write failed: {e}");
+                self.close(token);
+                return self.drive(token);
+            }
+            let drained = conn.wbuf.is_some();
+            let finished = conn.session.done() || (self.draining && conn.session.idle());
+            if drained && finished {
+                self.close(token);
+                return self.drive(token);
+            }
+            if conn.session.wants_read() && !conn.eof {
+                if let Some(buf) = conn.rbuf.take() {
+                    if let Err(e) = self.ring.recv(token, conn.fd.as_fd(), buf) {
+                        tracing::debug!(core = self.ctx.index, "recv failed: {e}");
+                        conn.rbuf = Some(vec![0; READ_BUF]);
+                        self.close(token);
+                        return self.drive(token);
+                    }
+                }
+            }
+            self.timers.arm(
+                token.slot() as usize,
+                &mut conn.armed,
+                conn.session.deadline(),
+            );
+        } else if !conn.in_flight() {
+            let conn = self.conns.remove(token).expect("looked up above");
+            self.recycle(conn.rbuf);
+            self.recycle(conn.wbuf);
+            drop(conn.fd);
+            self.ctx.closed();
+        }
+    }
+
+    /// Begin closing: shut the socket down (which ends a pending recv) and
+    /// cancel what is in flight; [`Core::drive`] frees it once nothing is.
+    fn close(&mut self, token: Token) {
+        let Some(conn) = self.conns.get_mut(token) else {
+            return;
+        };
+        if conn.closing {
+            return;
+        }
+        conn.closing = true;
+        let _ = SockRef::from(&conn.fd).shutdown(Shutdown::Both);
+        if conn.rbuf.is_none() {
+            let _ = self.ring.cancel(Op::Recv, token);
+        }
+        if conn.wbuf.is_none() {
+            let _ = self.ring.cancel(Op::Send, token);
+            let _ = self.ring.cancel(Op::ReadAt, token);
+        }
+    }
+
+    /// Shutdown began: stop accepting, keep the promise to connections handed
+    /// over, drop the ones nobody admitted, and let every session finish.
+    fn begin_drain(&mut self, now: Instant) {
+        self.draining = true;
+        if let Err(e) = self.ring.cancel_accept() {
+            tracing::warn!(core = self.ctx.index, "cancelling the accept failed: {e}");
+        }
+        for token in self.conns.tokens() {
+            if let Some(conn) = self.conns.get_mut(token) {
+                if !conn.closing {
+                    conn.session.on_shutdown();
+                }
+            }
+            self.drive(token);
+        }
+        // Handed over with a reservation: admitted (admit calls on_shutdown).
+        while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
+            self.admit(fd, true, now);
+        }
+        // Accepted but never reserved: closing them is all they are owed.
+        self.pending.clear();
+        self.listen_door.clear();
+        self.handoff_door.clear();
+    }
+
+    /// The end: close every connection still open (the ring, dropped after
+    /// this, cancels their operations and waits for its buffers).
+    fn close_all(&mut self) {
+        for token in self.conns.tokens() {
+            if let Some(conn) = self.conns.remove(token) {
+                let _ = SockRef::from(&conn.fd).shutdown(Shutdown::Both);
+                drop(conn.fd);
+                self.ctx.closed();
+            }
+        }
+        while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
+            drop(fd);
+            self.ctx.control.release();
+        }
+        self.pending.clear();
+    }
+
+    fn spare_buf(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.resize(len, 0);
+        buf
+    }
+
+    fn recycle(&mut self, buf: Option<Vec<u8>>) {
+        if let Some(buf) = buf {
+            if self.spare.len() < SPARE_BUFS && buf.capacity() >= READ_BUF {
+                self.spare.push(buf);
+            }
+        }
+    }
+}
+
+/// Start the next write of `conn`'s output if none is in flight.
+fn start_write<T: Session>(ring: &mut Ring, token: Token, conn: &mut Conn<T>) -> io::Result<()> {
+    let Some(mut buf) = conn.wbuf.take() else {
+        return Ok(()); // one write at a time
+    };
+    buf.clear();
+    let started = match conn.session.output() {
+        Output::Bytes(bytes) if !bytes.is_empty() => {
+            buf.extend_from_slice(&bytes[..bytes.len().min(WRITE_BUF)]);
+            ring.send(token, conn.fd.as_fd(), buf)
+        }
+        Output::File { fd, offset, len } if len > 0 => {
+            buf.resize(len.min(WRITE_BUF), 0);
+            ring.read_at(token, fd, offset, buf)
+        }
+        _ => {
+            conn.wbuf = Some(buf);
+            return Ok(());
+        }
+    };
+    if started.is_err() {
+        // The buffer went with the refused operation.
+        conn.wbuf = Some(Vec::with_capacity(WRITE_BUF));
+    }
+    started
+}
+
+/// Connections by slot; a slot's generation changes when it is freed, so a
+/// [`Token`] names one connection for its life.
+struct Slab<T> {
+    slots: Vec<(u32, Option<T>)>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, value: T) -> Token {
+        self.live += 1;
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push((0, None));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let entry = &mut self.slots[slot as usize];
+        entry.1 = Some(value);
+        Token::new(slot, entry.0)
+    }
+
+    fn get_mut(&mut self, token: Token) -> Option<&mut T> {
+        match self.slots.get_mut(token.slot() as usize)? {
+            (generation, value) if *generation == token.generation() => value.as_mut(),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, token: Token) -> Option<T> {
+        let (generation, value) = self.slots.get_mut(token.slot() as usize)?;
+        if *generation != token.generation() {
+            return None;
+        }
+        let value = value.take()?;
+        *generation = Token::next_generation(*generation);
+        self.free.push(token.slot());
+        self.live -= 1;
+        Some(value)
+    }
+
+    /// The token of the connection living in `slot`, if one is.
+    fn token_of(&self, slot: usize) -> Option<Token> {
+        match self.slots.get(slot)? {
+            (generation, Some(_)) => Some(Token::new(slot as u32, *generation)),
+            _ => None,
+        }
+    }
+
+    fn tokens(&self) -> Vec<Token> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, v))| v.is_some())
+            .map(|(i, (g, _))| Token::new(i as u32, *g))
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+}
+
+/// The shared conformance bodies, plus what only a completion loop can get
+/// wrong: owed batches that nothing completes to announce, and the batch
+/// bound's effect on a held connection, with its negative arm.
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    use crate::backend::accept::Batch;
+    use crate::backend::testing::{self, echo, EchoService, Entry, Setup};
+
+    testing::conformance!(super::run::<EchoService>);
+
+    fn spawn(batch: usize) -> testing::Harness {
+        Setup {
+            batch: Batch::new(batch),
+            ..Setup::default()
+        }
+        .spawn(super::run::<EchoService>)
+    }
+
+    fn read_line(s: &mut TcpStream, want: &str) {
+        let mut got = vec![0; want.len()];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), want);
+    }
+
+    #[test]
+    fn owed_batches_admit_silent_connections_without_any_completion() {
+        let h = spawn(2);
+        let mut blocker = h.connect();
+        echo(&mut blocker, "warm\n");
+        // Ten silent connections queue while the core sleeps in a view: one
+        // reap brings all ten accepts, a batch admits two, and the rest are
+        // owed. Their eager reads find nothing and no timer is armed, so
+        // nothing would complete to end a wait that blocked while owing.
+        blocker.write_all(b"sleep 200\n").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut silent: Vec<TcpStream> = (0..10).map(|_| h.connect()).collect();
+        read_line(&mut blocker, "sleep 200\n");
+        let opened = || h.journal().count(|e| matches!(e, Entry::Opened { .. }));
+        let give_up = Instant::now() + Duration::from_secs(2);
+        while opened() < 11 {
+            assert!(
+                Instant::now() < give_up,
+                "only {} admitted: owed batches waited",
+                opened()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (i, c) in silent.iter_mut().enumerate() {
+            echo(c, &format!("late {i}\n"));
+        }
+        h.shutdown(Duration::from_secs(1));
+    }
+
+    /// A held connection asks once a burst of slow admissions is under way;
+    /// returns how many of the burst the core served before it.
+    fn burst_served_before_a_held_request(batch: usize) -> usize {
+        const BURST: usize = 10;
+        let h = spawn(batch);
+        let mut held = h.connect();
+        let mut blocker = h.connect();
+        echo(&mut held, "warm\n");
+        echo(&mut blocker, "warm\n");
+        blocker.write_all(b"sleep 200\n").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let mut burst: Vec<TcpStream> = (0..BURST)
+            .map(|_| {
+                let mut c = h.connect();
+                c.write_all(b"sleep 50\n").unwrap();
+                c
+            })
+            .collect();
+        read_line(&mut blocker, "sleep 200\n");
+        // The first of the burst answered: its batch is being admitted now.
+        read_line(&mut burst[0], "sleep 50\n");
+        echo(&mut held, "fast\n");
+        for c in &mut burst[1..] {
+            read_line(c, "sleep 50\n");
+        }
+        let lines = h.journal().lines();
+        h.shutdown(Duration::from_secs(1));
+        let fast = lines.iter().position(|l| l == "fast").unwrap();
+        lines[..fast].iter().filter(|l| *l == "sleep 50").count()
+    }
+
+    #[test]
+    fn a_held_connection_waits_one_batch_not_the_whole_burst() {
+        let with_batch = burst_served_before_a_held_request(2);
+        assert!(
+            with_batch <= 4,
+            "{with_batch} of 10 served before the held request"
+        );
+        // The negative arm: a batch that drains everything makes it wait for all.
+        let drained = burst_served_before_a_held_request(0);
+        assert_eq!(drained, 10, "batch 0 should serve the whole burst first");
+    }
 }

@@ -1,0 +1,71 @@
+//! Admitting an accepted connection, the same on either backend: where it
+//! goes (here, or handed to a sibling) and what it needs before it is served.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use socket2::SockRef;
+
+use super::{Accepted, CoreContext, Peer};
+
+/// Place a connection this core accepted and reserved a slot for: hand it to
+/// the sibling the board picks (the reservation travels with it), or return
+/// it to be admitted here. Connections that were handed over are not placed
+/// again, so nothing bounces between cores.
+pub fn place(ctx: &CoreContext, conn: Accepted) -> Option<Accepted> {
+    match ctx.board.pick(ctx.index) {
+        Some(sibling) => {
+            ctx.board.hand_off(sibling, conn);
+            None
+        }
+        None => Some(conn),
+    }
+}
+
+/// Name the peer and set the socket up to be served. TCP gets `TCP_NODELAY`:
+/// a response leaves in whole writes, and Nagle would only hold back its last
+/// segment until the client's delayed ACK. An error (the peer reset before we
+/// looked) means the connection is to be closed unserved.
+pub fn prepare(fd: BorrowedFd<'_>) -> io::Result<Peer> {
+    let sock = SockRef::from(&fd);
+    // Where send has no MSG_NOSIGNAL, a write to a reset peer must not raise SIGPIPE.
+    #[cfg(target_vendor = "apple")]
+    sock.set_nosigpipe(true)?;
+    match sock.peer_addr()?.as_socket() {
+        Some(addr) => {
+            sock.set_nodelay(true)?;
+            Ok(Peer::Tcp(addr))
+        }
+        None => Ok(Peer::Unix),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_tcp_peer_is_named_and_gets_nodelay() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        match prepare(server.as_fd()).unwrap() {
+            Peer::Tcp(addr) => assert_eq!(addr, client.local_addr().unwrap()),
+            Peer::Unix => panic!("a TCP peer named as Unix"),
+        }
+        assert!(server.nodelay().unwrap());
+    }
+
+    #[test]
+    fn a_unix_peer_is_unix() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(matches!(prepare(a.as_fd()).unwrap(), Peer::Unix));
+    }
+
+    #[test]
+    fn a_socket_with_no_peer_is_an_error() {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        assert!(prepare(s.as_fd()).is_err());
+    }
+}

@@ -1,0 +1,693 @@
+//! A conformance harness both backends run: an echo [`Service`], a server of
+//! real core threads on a loopback listener, and test bodies that take the
+//! backend's `run` function.
+//!
+//! Each body asserts a rule of the backend contract (see [`super::Session`],
+//! [`super::accept`], [`super::share`]) that a loop breaking it would fail:
+//! partial writes, input resumed without a new readiness edge, owed accept
+//! batches, deadlines that move, the connection limit, graceful shutdown, and
+//! hand-offs between cores. A backend's tests module calls
+//! [`conformance!`] with its `run::<EchoService>` to get all of them as `#[test]`s.
+//!
+//! The echo session records what it sees in a shared [`Journal`] so that tests
+//! read the order in which the server served things rather than guess it from
+//! client-side timing.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::accept::Batch;
+use super::share::Board;
+use super::{Accepted, Control, CoreContext, Output, Peer, Service, Session};
+
+/// A backend's entry point, instantiated for the echo service.
+pub type RunFn = fn(CoreContext, EchoService) -> io::Result<()>;
+
+/// How long any client read in these tests may block: a hung backend fails
+/// the test instead of hanging it.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Output an echo session holds before it stops wanting input: small enough
+/// that a 1 MiB transfer makes the session stop and resume reading many times.
+const HIGH_WATER: usize = 64 * 1024;
+
+/// What the echo sessions saw, in the order the server saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// Core `core` opened a session (admitted a connection).
+    Opened { core: usize },
+    /// A complete line (without its newline) was read on core `core`.
+    Line { core: usize, line: String },
+    /// A session's deadline fired.
+    Deadline { core: usize },
+    /// `on_deadline` was called before the session's deadline: a backend bug.
+    EarlyDeadline { core: usize },
+    /// `on_shutdown` was called.
+    Shutdown { core: usize },
+    /// A session was dropped (its connection closed).
+    Dropped { core: usize },
+}
+
+/// The shared record of [`Entry`]s.
+#[derive(Clone, Default)]
+pub struct Journal(Arc<Mutex<Vec<Entry>>>);
+
+impl Journal {
+    fn push(&self, e: Entry) {
+        self.0.lock().unwrap().push(e);
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// How many entries match `f`.
+    pub fn count(&self, f: impl Fn(&Entry) -> bool) -> usize {
+        self.0.lock().unwrap().iter().filter(|e| f(e)).count()
+    }
+
+    /// The lines read, in order.
+    pub fn lines(&self) -> Vec<String> {
+        self.entries()
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Line { line, .. } => Some(line),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Echoes every byte back. Lines are commands too: `quit` ends the session
+/// (after its echo), `sleep N` blocks the core thread for N ms before echoing
+/// (a view served inline, as on a loop-only core).
+#[derive(Clone)]
+pub struct EchoService {
+    core: usize,
+    /// Idle time after which a session is done (its deadline moves with each read).
+    timeout: Option<Duration>,
+    journal: Journal,
+}
+
+impl Service for EchoService {
+    type Session = EchoSession;
+
+    fn open(&mut self, _peer: &Peer) -> EchoSession {
+        self.journal.push(Entry::Opened { core: self.core });
+        EchoSession {
+            core: self.core,
+            timeout: self.timeout,
+            journal: self.journal.clone(),
+            out: Vec::new(),
+            sent: 0,
+            line: Vec::new(),
+            last_read: Instant::now(),
+            quit: false,
+            eof: false,
+            expired: false,
+            shutdown: false,
+        }
+    }
+}
+
+/// One echo connection.
+pub struct EchoSession {
+    core: usize,
+    timeout: Option<Duration>,
+    journal: Journal,
+    /// Bytes to echo; `out[sent..]` is still owed to the peer.
+    out: Vec<u8>,
+    sent: usize,
+    /// The line read so far (a partial line makes the session busy).
+    line: Vec<u8>,
+    last_read: Instant,
+    quit: bool,
+    eof: bool,
+    expired: bool,
+    shutdown: bool,
+}
+
+impl EchoSession {
+    fn end_line(&mut self) {
+        let line = String::from_utf8_lossy(&self.line).into_owned();
+        self.line.clear();
+        if line == "quit" {
+            self.quit = true;
+        } else if let Some(ms) = line.strip_prefix("sleep ") {
+            let ms: u64 = ms.trim().parse().expect("sleep takes milliseconds");
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        self.journal.push(Entry::Line {
+            core: self.core,
+            line,
+        });
+    }
+}
+
+impl Session for EchoSession {
+    fn on_read(&mut self, data: &[u8], now: Instant) {
+        assert!(!data.is_empty(), "on_read with no bytes");
+        self.last_read = now;
+        for &b in data {
+            self.out.push(b);
+            if b == b'\n' {
+                self.end_line();
+            } else {
+                self.line.push(b);
+            }
+        }
+    }
+
+    fn on_eof(&mut self, _now: Instant) {
+        self.eof = true;
+    }
+
+    fn output(&mut self) -> Output<'_> {
+        if self.sent < self.out.len() {
+            Output::Bytes(&self.out[self.sent..])
+        } else {
+            Output::None
+        }
+    }
+
+    fn on_sent(&mut self, n: usize, _now: Instant) {
+        self.sent += n;
+        assert!(self.sent <= self.out.len(), "on_sent past the output");
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        }
+    }
+
+    fn wants_read(&self) -> bool {
+        !self.done() && self.out.len() - self.sent < HIGH_WATER
+    }
+
+    fn done(&self) -> bool {
+        self.quit || self.eof || self.expired || (self.shutdown && self.line.is_empty())
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        if self.done() {
+            return None;
+        }
+        self.timeout.map(|t| self.last_read + t)
+    }
+
+    fn on_deadline(&mut self, now: Instant) {
+        match self.deadline() {
+            Some(d) if now >= d => {
+                self.expired = true;
+                self.journal.push(Entry::Deadline { core: self.core });
+            }
+            _ => self.journal.push(Entry::EarlyDeadline { core: self.core }),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.sent == self.out.len() && self.line.is_empty()
+    }
+
+    fn on_shutdown(&mut self) {
+        self.shutdown = true;
+        self.journal.push(Entry::Shutdown { core: self.core });
+    }
+}
+
+impl Drop for EchoSession {
+    fn drop(&mut self) {
+        self.journal.push(Entry::Dropped { core: self.core });
+    }
+}
+
+/// How to build a test server.
+#[derive(Clone, Copy)]
+pub struct Setup {
+    pub cores: usize,
+    pub batch: Batch,
+    pub max_connections: usize,
+    /// The echo sessions' idle timeout (their deadline).
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            cores: 1,
+            batch: Batch::new(super::accept::DEFAULT_BATCH),
+            max_connections: 1024,
+            timeout: None,
+        }
+    }
+}
+
+/// `cores` core threads running `run` on a fresh loopback listener.
+pub fn spawn(cores: usize, run: RunFn, batch: Batch) -> Harness {
+    Setup {
+        cores,
+        batch,
+        ..Setup::default()
+    }
+    .spawn(run)
+}
+
+impl Setup {
+    pub fn spawn(self, run: RunFn) -> Harness {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener: Arc<OwnedFd> = Arc::new(listener.into());
+        let board = Board::new(self.cores);
+        let control = Arc::new(Control::new(self.max_connections));
+        let journal = Journal::default();
+        let threads = (0..self.cores)
+            .map(|index| {
+                let ctx = CoreContext {
+                    index,
+                    listener: listener.clone(),
+                    board: board.clone(),
+                    control: control.clone(),
+                    batch: self.batch,
+                };
+                let service = EchoService {
+                    core: index,
+                    timeout: self.timeout,
+                    journal: journal.clone(),
+                };
+                std::thread::Builder::new()
+                    .name(format!("test-core-{index}"))
+                    .spawn(move || run(ctx, service))
+                    .unwrap()
+            })
+            .collect();
+        Harness {
+            addr,
+            board,
+            control,
+            journal,
+            threads,
+        }
+    }
+}
+
+/// A running test server. Dropping it without [`Harness::shutdown`] tells the
+/// cores to stop at once (so a failed test leaves no loop behind).
+pub struct Harness {
+    addr: SocketAddr,
+    board: Arc<Board>,
+    control: Arc<Control>,
+    journal: Journal,
+    threads: Vec<JoinHandle<io::Result<()>>>,
+}
+
+impl Harness {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.journal.clone()
+    }
+
+    pub fn board(&self) -> &Arc<Board> {
+        &self.board
+    }
+
+    pub fn control(&self) -> &Arc<Control> {
+        &self.control
+    }
+
+    /// A client connection with bounded reads.
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
+    }
+
+    /// Hand a connection straight to `core`'s hand-off door, as a sibling
+    /// would; returns the client's end.
+    pub fn hand_off(&self, core: usize) -> TcpStream {
+        let side = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(side.local_addr().unwrap()).unwrap();
+        client.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+        let (server, _) = side.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        // A sibling hands over a connection it reserved a slot for.
+        assert!(self.control.try_reserve());
+        self.board.hand_off(core, Accepted { fd: server.into() });
+        client
+    }
+
+    /// Begin graceful shutdown with `grace` before connections are closed,
+    /// wake the cores, and join them. Panics if a core fails or outlives the
+    /// grace by a second. Returns how long the cores took to exit.
+    pub fn shutdown(mut self, grace: Duration) -> Duration {
+        let start = Instant::now();
+        self.control.shut_down(start + grace);
+        self.board.wake_all();
+        let bound = start + grace + Duration::from_secs(1);
+        while !self.threads.iter().all(JoinHandle::is_finished) {
+            assert!(
+                Instant::now() < bound,
+                "cores still running {:?} after shutdown",
+                start.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let took = start.elapsed();
+        for t in self.threads.drain(..) {
+            t.join()
+                .expect("core thread panicked")
+                .expect("core thread failed");
+        }
+        let j = &self.journal;
+        assert_eq!(
+            j.count(|e| matches!(e, Entry::EarlyDeadline { .. })),
+            0,
+            "on_deadline called early"
+        );
+        assert_eq!(
+            j.count(|e| matches!(e, Entry::Opened { .. })),
+            j.count(|e| matches!(e, Entry::Dropped { .. })),
+            "every session opened is dropped by the time the cores exit"
+        );
+        took
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.control.shut_down(Instant::now());
+            self.board.wake_all();
+        }
+    }
+}
+
+/// Write `line` and read back exactly its echo.
+pub fn echo(s: &mut TcpStream, line: &str) {
+    s.write_all(line.as_bytes()).unwrap();
+    let mut back = vec![0; line.len()];
+    s.read_exact(&mut back).expect("echo");
+    assert_eq!(String::from_utf8_lossy(&back), line);
+}
+
+/// Read until the server closes; panics on anything but a clean EOF in time.
+pub fn expect_eof(s: &mut TcpStream) {
+    let mut buf = [0; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!(
+            "expected EOF, read {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        ),
+        Err(e) => panic!("expected EOF, got {e}"),
+    }
+}
+
+/// Whether nothing arrives on `s` within `wait`.
+pub fn silent_for(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0; 64];
+    let silent = matches!(
+        s.read(&mut buf),
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    );
+    s.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    silent
+}
+
+// ---- test bodies -----------------------------------------------------------
+
+/// Many connections open at once on two cores, each echoed, each closed by `quit`.
+pub fn echo_on_many_connections(run: RunFn) {
+    let h = spawn(2, run, Batch::new(4));
+    let mut conns: Vec<TcpStream> = (0..50).map(|_| h.connect()).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(format!("hello {i}\n").as_bytes()).unwrap();
+    }
+    for (i, c) in conns.iter_mut().enumerate() {
+        let want = format!("hello {i}\n");
+        let mut got = vec![0; want.len()];
+        c.read_exact(&mut got).unwrap();
+        assert_eq!(got, want.as_bytes());
+    }
+    for c in &mut conns {
+        echo(c, "quit\n");
+        expect_eof(c);
+    }
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// 1 MiB echoed intact: the session stops wanting input at its high water
+/// many times, so this fails a backend that loses partial writes or does not
+/// remember that a socket it stopped reading is still readable.
+pub fn large_write_is_echoed_intact(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let mut c = h.connect();
+    let data: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let mut writer = c.try_clone().unwrap();
+    let sent = data.clone();
+    let w = std::thread::spawn(move || writer.write_all(&sent).unwrap());
+    let mut back = vec![0; data.len()];
+    c.read_exact(&mut back).expect("the whole echo in time");
+    w.join().unwrap();
+    assert!(back == data, "echo differs from what was sent");
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// With a batch of 2 and a burst of 20 queued while the core is busy: the
+/// connection already held is served before any of the burst (the batch runs
+/// after the pass's events), and every one of the burst is served although
+/// no new readiness edge announces the rest (what a batch leaves is owed).
+pub fn accept_batch_serves_held_first_and_all_of_a_burst(run: RunFn) {
+    let batch = 2;
+    let h = spawn(1, run, Batch::new(batch));
+    let mut blocker = h.connect();
+    let mut held = h.connect();
+    echo(&mut blocker, "b\n");
+    echo(&mut held, "h\n");
+    blocker.write_all(b"sleep 400\n").unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // the core is now asleep in the view
+    let mut burst: Vec<TcpStream> = (0..20)
+        .map(|i| {
+            let mut c = h.connect();
+            c.write_all(format!("burst {i}\n").as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    held.write_all(b"k\n").unwrap();
+    echo_read(&mut blocker, "sleep 400\n");
+    echo_read(&mut held, "k\n");
+    for (i, c) in burst.iter_mut().enumerate() {
+        echo_read(c, &format!("burst {i}\n"));
+    }
+    let lines = h.journal().lines();
+    let after = &lines[lines.iter().position(|l| l == "sleep 400").unwrap() + 1..];
+    assert_eq!(
+        after[0], "k",
+        "the held connection is served before the burst: {after:?}"
+    );
+    assert_eq!(after.len(), 21);
+    h.shutdown(Duration::from_secs(1));
+}
+
+fn echo_read(s: &mut TcpStream, want: &str) {
+    let mut got = vec![0; want.len()];
+    s.read_exact(&mut got)
+        .unwrap_or_else(|e| panic!("{want:?}: {e}"));
+    assert_eq!(String::from_utf8_lossy(&got), want);
+}
+
+/// A session's deadline moves with each read and fires once it passes.
+pub fn deadline_fires(run: RunFn) {
+    let timeout = Duration::from_millis(300);
+    let h = Setup {
+        timeout: Some(timeout),
+        ..Setup::default()
+    }
+    .spawn(run);
+    let mut c = h.connect();
+    // Longer in all than one timeout: a deadline fixed at the first one would close it.
+    for _ in 0..5 {
+        echo(&mut c, "x\n");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let last = Instant::now() - Duration::from_millis(100);
+    expect_eof(&mut c);
+    let waited = last.elapsed();
+    assert!(
+        waited >= timeout - Duration::from_millis(50),
+        "closed {waited:?} after the last read, before its deadline"
+    );
+    assert!(
+        waited < Duration::from_secs(2),
+        "closed only after {waited:?}"
+    );
+    assert_eq!(
+        h.journal().count(|e| matches!(e, Entry::Deadline { .. })),
+        1
+    );
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// At `max_connections` 2, a third connection waits in the backlog, and is
+/// served once one of the first two closes.
+pub fn max_connections_holds_the_rest_in_the_backlog(run: RunFn) {
+    let h = Setup {
+        max_connections: 2,
+        ..Setup::default()
+    }
+    .spawn(run);
+    let mut a = h.connect();
+    let mut b = h.connect();
+    echo(&mut a, "a\n");
+    echo(&mut b, "b\n");
+    let mut c = h.connect();
+    c.write_all(b"c\n").unwrap();
+    assert!(
+        silent_for(&mut c, Duration::from_millis(300)),
+        "a third connection was served at the limit"
+    );
+    assert_eq!(h.journal().count(|e| matches!(e, Entry::Opened { .. })), 2);
+    drop(a);
+    echo_read(&mut c, "c\n");
+    echo(&mut b, "still here\n");
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// Shutdown closes an idle connection at once, lets a busy one finish its
+/// line, and the cores exit as soon as nothing remains (well inside the grace).
+pub fn graceful_shutdown_closes_idle_and_finishes_busy(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let mut idle = h.connect();
+    let mut busy = h.connect();
+    echo(&mut idle, "hi\n");
+    busy.write_all(b"partial").unwrap();
+    let mut echoed = [0; 7];
+    busy.read_exact(&mut echoed).unwrap(); // the server has read it
+    let journal = h.journal();
+    let grace = Duration::from_secs(5);
+    let stop = std::thread::spawn(move || h.shutdown(grace));
+    expect_eof(&mut idle);
+    assert!(
+        silent_for(&mut busy, Duration::from_millis(200)),
+        "the busy connection was closed with its line unfinished"
+    );
+    busy.write_all(b" done\n").unwrap();
+    echo_read(&mut busy, " done\n");
+    expect_eof(&mut busy);
+    let took = stop.join().unwrap();
+    assert!(
+        took < grace / 2,
+        "cores waited {took:?}: not done when idle"
+    );
+    assert_eq!(journal.count(|e| matches!(e, Entry::Shutdown { .. })), 2);
+}
+
+/// Past the shutdown deadline a busy connection is closed and the core exits.
+pub fn shutdown_deadline_closes_busy_connections(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let mut busy = h.connect();
+    busy.write_all(b"never finished").unwrap();
+    let mut echoed = [0; 14];
+    busy.read_exact(&mut echoed).unwrap();
+    let grace = Duration::from_millis(300);
+    let took = h.shutdown(grace);
+    assert!(
+        took >= grace - Duration::from_millis(20),
+        "exited {took:?} into the grace"
+    );
+    expect_eof(&mut busy);
+}
+
+/// Connections pass between two cores: one handed to a core's door is
+/// admitted and served there, and connections accepted from the shared
+/// listener end up on both cores (a core hands new ones to an idle sibling).
+pub fn hand_off_between_two_cores(run: RunFn) {
+    let h = spawn(2, run, Batch::new(16));
+    for core in [1, 0] {
+        let mut c = h.hand_off(core);
+        let before = h.journal().count(|e| {
+            *e == Entry::Line {
+                core,
+                line: "handed".into(),
+            }
+        });
+        echo(&mut c, "handed\n");
+        let after = h.journal().count(|e| {
+            *e == Entry::Line {
+                core,
+                line: "handed".into(),
+            }
+        });
+        assert_eq!(
+            after,
+            before + 1,
+            "core {core} served what was handed to it"
+        );
+    }
+    let mut held: Vec<TcpStream> = (0..20)
+        .map(|i| {
+            let mut c = h.connect();
+            echo(&mut c, &format!("c{i}\n"));
+            c
+        })
+        .collect();
+    let opened = |core| h.journal().count(|e| *e == Entry::Opened { core });
+    assert!(
+        opened(0) >= 2 && opened(1) >= 2,
+        "both cores took connections: {} and {}",
+        opened(0),
+        opened(1)
+    );
+    for c in &mut held {
+        echo(c, "quit\n");
+        expect_eof(c);
+    }
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
+macro_rules! conformance {
+    ($run:expr) => {
+        #[test]
+        fn echo_on_many_connections() {
+            $crate::backend::testing::echo_on_many_connections($run)
+        }
+        #[test]
+        fn large_write_is_echoed_intact() {
+            $crate::backend::testing::large_write_is_echoed_intact($run)
+        }
+        #[test]
+        fn accept_batch_serves_held_first_and_all_of_a_burst() {
+            $crate::backend::testing::accept_batch_serves_held_first_and_all_of_a_burst($run)
+        }
+        #[test]
+        fn deadline_fires() {
+            $crate::backend::testing::deadline_fires($run)
+        }
+        #[test]
+        fn max_connections_holds_the_rest_in_the_backlog() {
+            $crate::backend::testing::max_connections_holds_the_rest_in_the_backlog($run)
+        }
+        #[test]
+        fn graceful_shutdown_closes_idle_and_finishes_busy() {
+            $crate::backend::testing::graceful_shutdown_closes_idle_and_finishes_busy($run)
+        }
+        #[test]
+        fn shutdown_deadline_closes_busy_connections() {
+            $crate::backend::testing::shutdown_deadline_closes_busy_connections($run)
+        }
+        #[test]
+        fn hand_off_between_two_cores() {
+            $crate::backend::testing::hand_off_between_two_cores($run)
+        }
+    };
+}
+pub(crate) use conformance;

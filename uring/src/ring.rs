@@ -1,0 +1,511 @@
+//! One io_uring per core thread, with typed operations.
+//!
+//! Memory safety rests on one rule: whatever the kernel may read or write for
+//! an operation (a data buffer, a timespec, an eventfd counter) is moved into
+//! the ring's `in_flight` table under the operation's user_data before the
+//! entry is queued, and leaves it only with the operation's final completion.
+//! Buffers travel by value: the caller gives a `Vec<u8>` and gets it back in
+//! the [`Completion`], so no caller can touch or free memory the kernel is
+//! writing into. If the ring is dropped with operations still in flight it
+//! cancels them and waits; what never completes is leaked rather than freed.
+//!
+//! File descriptors are named by number. The kernel takes its own reference to
+//! the file when an operation starts, so closing an fd with operations in
+//! flight cannot be unsound; it is still a logic error (those operations may
+//! never finish), which is why callers shut a socket down and wait for its
+//! operations before closing it.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::sys;
+use crate::token::{decode, encode, Kind, Token};
+
+/// The sizes of a ring.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Submission queue entries (a power of two).
+    pub sq_entries: u32,
+    /// Completion queue entries: a multishot accept posts one completion per
+    /// connection for a single submission, so the CQ is far larger than the SQ.
+    pub cq_entries: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            sq_entries: 256,
+            cq_entries: 8192,
+        }
+    }
+}
+
+/// The connection operations that [`Ring::cancel`] can target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Recv,
+    Send,
+    ReadAt,
+}
+
+impl Op {
+    fn kind(self) -> Kind {
+        match self {
+            Op::Recv => Kind::Recv,
+            Op::Send => Kind::Send,
+            Op::ReadAt => Kind::ReadAt,
+        }
+    }
+}
+
+/// Where the multishot accept stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcceptState {
+    /// None in flight: [`Ring::arm_accept`] starts one.
+    Idle,
+    /// In flight, posting a completion per connection.
+    Armed,
+    /// A cancel was sent; its last completion has not arrived yet.
+    Cancelling,
+}
+
+/// A finished operation.
+#[derive(Debug)]
+pub enum Completion {
+    /// One result of the multishot accept. `more` false: the multishot ended
+    /// (cancelled, an error, or CQ overflow) and must be re-armed to accept again.
+    Accepted {
+        result: io::Result<OwnedFd>,
+        more: bool,
+    },
+    /// A recv finished: `buf[..n]` holds the bytes; `Ok(0)` is end of stream.
+    Received {
+        token: Token,
+        buf: Vec<u8>,
+        result: io::Result<usize>,
+    },
+    /// A send finished: `n` bytes of `buf` went out.
+    Sent {
+        token: Token,
+        buf: Vec<u8>,
+        result: io::Result<usize>,
+    },
+    /// A positioned file read finished: `buf[..n]` holds the bytes.
+    ReadAt {
+        token: Token,
+        buf: Vec<u8>,
+        result: io::Result<usize>,
+    },
+    /// The timer set with [`Ring::set_timer`] expired.
+    Timer,
+    /// A [`Waker`] woke the ring (wakes coalesce: one completion may stand for several).
+    Woken,
+}
+
+/// What the kernel may still touch for an in-flight operation.
+#[allow(dead_code)] // the fields are held, never read: they keep memory alive
+enum Held {
+    /// A data buffer: the SQE points into its heap block, which moving the
+    /// `Vec` does not move.
+    Buf(Vec<u8>),
+    /// A timeout's relative time.
+    Timespec(Box<types::Timespec>),
+    /// The 8 bytes an eventfd read lands in.
+    Counter(Box<u64>),
+    /// No memory (the multishot accept): held so teardown waits for its
+    /// accepted fds rather than leaving them installed unseen.
+    Nothing,
+}
+
+/// A handle that wakes a [`Ring`] from another thread.
+#[derive(Clone, Debug)]
+pub struct Waker(Arc<OwnedFd>);
+
+impl Waker {
+    /// Make the ring's blocked wait return with [`Completion::Woken`].
+    pub fn wake(&self) {
+        // Can fail only if the counter would overflow, which leaves it readable anyway.
+        let _ = sys::eventfd_add(self.0.as_fd());
+    }
+}
+
+/// One io_uring and the operations in flight on it. Not `Send`: it belongs to
+/// its core thread (wake it from others with a [`Waker`]).
+pub struct Ring {
+    ring: IoUring,
+    /// Resources of in-flight operations, by user_data.
+    in_flight: HashMap<u64, Held>,
+    accept: AcceptState,
+    accept_seq: u32,
+    /// The armed timer's instant and sequence number.
+    timer: Option<(Instant, u32)>,
+    timer_seq: u32,
+    wake: Arc<OwnedFd>,
+    /// Set in Drop: stop re-arming the wake read.
+    closing: bool,
+    /// Scratch for draining the CQ before handling entries.
+    cqes: Vec<(u64, i32, u32)>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Ring {
+    /// Build a ring and arm its wake read.
+    pub fn new(config: Config) -> io::Result<Ring> {
+        let ring = IoUring::builder()
+            .setup_cqsize(config.cq_entries)
+            .build(config.sq_entries)?;
+        let mut ring = Ring {
+            ring,
+            in_flight: HashMap::new(),
+            accept: AcceptState::Idle,
+            accept_seq: 0,
+            timer: None,
+            timer_seq: 0,
+            wake: Arc::new(sys::eventfd()?),
+            closing: false,
+            cqes: Vec::new(),
+            _not_send: std::marker::PhantomData,
+        };
+        ring.arm_wake()?;
+        Ok(ring)
+    }
+
+    /// The opcodes this kernel supports (IORING_REGISTER_PROBE).
+    pub(crate) fn probe_opcodes(&self) -> io::Result<io_uring::Probe> {
+        let mut probe = io_uring::Probe::new();
+        self.ring.submitter().register_probe(&mut probe)?;
+        Ok(probe)
+    }
+
+    /// A handle other threads wake this ring with.
+    pub fn waker(&self) -> Waker {
+        Waker(self.wake.clone())
+    }
+
+    /// Operations started and not yet finished (the wake read included).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Start a multishot accept on `listener` unless one is in flight
+    /// (returns whether it started). Accepted fds are non-blocking and close-on-exec.
+    pub fn arm_accept(&mut self, listener: BorrowedFd<'_>) -> io::Result<bool> {
+        if self.accept != AcceptState::Idle {
+            return Ok(false);
+        }
+        let seq = Token::next_generation(self.accept_seq);
+        let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
+            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            .build();
+        self.start(
+            encode(Kind::Accept, Token::new(0, seq)),
+            entry,
+            Held::Nothing,
+        )?;
+        self.accept_seq = seq;
+        self.accept = AcceptState::Armed;
+        Ok(true)
+    }
+
+    /// Cancel the multishot accept, if armed: connections then wait in the
+    /// listen backlog. Its last completion ([`Completion::Accepted`] with
+    /// `more` false) returns the state to [`AcceptState::Idle`].
+    pub fn cancel_accept(&mut self) -> io::Result<()> {
+        if self.accept == AcceptState::Armed {
+            self.cancel_user_data(encode(Kind::Accept, Token::new(0, self.accept_seq)))?;
+            self.accept = AcceptState::Cancelling;
+        }
+        Ok(())
+    }
+
+    pub fn accept_state(&self) -> AcceptState {
+        self.accept
+    }
+
+    /// Receive into `buf[..buf.len()]`; the buffer comes back in [`Completion::Received`].
+    pub fn recv(&mut self, token: Token, fd: BorrowedFd<'_>, mut buf: Vec<u8>) -> io::Result<()> {
+        let entry =
+            opcode::Recv::new(types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), op_len(&buf)).build();
+        self.start(encode(Kind::Recv, token), entry, Held::Buf(buf))
+    }
+
+    /// Send `buf[..buf.len()]` (MSG_NOSIGNAL: a closed peer is an EPIPE, not a
+    /// signal); the buffer comes back in [`Completion::Sent`].
+    pub fn send(&mut self, token: Token, fd: BorrowedFd<'_>, buf: Vec<u8>) -> io::Result<()> {
+        let entry = opcode::Send::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), op_len(&buf))
+            .flags(libc::MSG_NOSIGNAL)
+            .build();
+        self.start(encode(Kind::Send, token), entry, Held::Buf(buf))
+    }
+
+    /// Read up to `buf.len()` bytes of file `fd` at `offset` (the file stays
+    /// the caller's; a wrong fd yields an error, never unsoundness).
+    pub fn read_at(
+        &mut self,
+        token: Token,
+        fd: RawFd,
+        offset: u64,
+        mut buf: Vec<u8>,
+    ) -> io::Result<()> {
+        let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), op_len(&buf))
+            .offset(offset)
+            .build();
+        self.start(encode(Kind::ReadAt, token), entry, Held::Buf(buf))
+    }
+
+    /// Ask the kernel to cancel `token`'s `op`. The operation still completes
+    /// (usually with ECANCELED), which is when its buffer comes back.
+    pub fn cancel(&mut self, op: Op, token: Token) -> io::Result<()> {
+        let target = encode(op.kind(), token);
+        if self.in_flight.contains_key(&target) {
+            self.cancel_user_data(target)?;
+        }
+        Ok(())
+    }
+
+    /// Make sure a [`Completion::Timer`] arrives by `at` (the caller's next
+    /// deadline). An armed timer that fires no later is kept; a later one is
+    /// replaced. A timer that fires early only costs the caller a pass.
+    pub fn set_timer(&mut self, at: Instant) -> io::Result<()> {
+        if let Some((armed, seq)) = self.timer {
+            if armed <= at {
+                return Ok(());
+            }
+            let entry = opcode::TimeoutRemove::new(encode(Kind::Timer, Token::new(0, seq)))
+                .build()
+                .user_data(encode(Kind::Cancel, Token::new(0, seq)));
+            self.push(&entry)?;
+            self.timer = None;
+        }
+        let seq = Token::next_generation(self.timer_seq);
+        let ts = Box::new(types::Timespec::from(
+            at.saturating_duration_since(Instant::now()),
+        ));
+        let entry = opcode::Timeout::new(&*ts).build();
+        self.start(
+            encode(Kind::Timer, Token::new(0, seq)),
+            entry,
+            Held::Timespec(ts),
+        )?;
+        self.timer_seq = seq;
+        self.timer = Some((at, seq));
+        Ok(())
+    }
+
+    /// When the armed timer fires, if one is armed.
+    pub fn timer(&self) -> Option<Instant> {
+        self.timer.map(|(at, _)| at)
+    }
+
+    /// Hand queued operations to the kernel without waiting.
+    pub fn submit(&mut self) -> io::Result<()> {
+        settle(self.ring.submit())
+    }
+
+    /// Hand queued operations to the kernel and wait until at least one
+    /// completion is ready (at once if one already is).
+    pub fn submit_and_wait(&mut self) -> io::Result<()> {
+        settle(self.ring.submit_and_wait(1))
+    }
+
+    /// Move every ready completion into `out`.
+    pub fn complete(&mut self, out: &mut Vec<Completion>) {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.extend(
+            self.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        for &(user_data, result, flags) in &cqes {
+            if let Some(c) = self.translate(user_data, result, flags) {
+                out.push(c);
+            }
+        }
+        cqes.clear();
+        self.cqes = cqes;
+    }
+
+    fn translate(&mut self, user_data: u64, res: i32, flags: u32) -> Option<Completion> {
+        let (kind, token) = decode(user_data)?;
+        let result = if res >= 0 {
+            Ok(res as usize)
+        } else {
+            Err(io::Error::from_raw_os_error(-res))
+        };
+        match kind {
+            Kind::Accept => {
+                let more = cqueue::more(flags);
+                if !more {
+                    self.in_flight.remove(&user_data);
+                    if token.generation() == self.accept_seq {
+                        self.accept = AcceptState::Idle;
+                    }
+                }
+                let result = result.map(|fd| {
+                    // SAFETY: a successful accept result is a new descriptor the
+                    // kernel installed for this process; nothing else owns it.
+                    unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
+                });
+                Some(Completion::Accepted { result, more })
+            }
+            Kind::Recv | Kind::Send | Kind::ReadAt => {
+                let Some(Held::Buf(buf)) = self.in_flight.remove(&user_data) else {
+                    return None;
+                };
+                Some(match kind {
+                    Kind::Recv => Completion::Received { token, buf, result },
+                    Kind::Send => Completion::Sent { token, buf, result },
+                    _ => Completion::ReadAt { token, buf, result },
+                })
+            }
+            Kind::Timer => {
+                self.in_flight.remove(&user_data);
+                let current = matches!(self.timer, Some((_, seq)) if seq == token.generation());
+                if current {
+                    self.timer = None;
+                }
+                // ETIME: it expired. ECANCELED: an earlier timer replaced it.
+                (current && res == -libc::ETIME).then_some(Completion::Timer)
+            }
+            Kind::Wake => {
+                self.in_flight.remove(&user_data);
+                if res < 0 || self.closing {
+                    return None;
+                }
+                // Re-arming can fail only if the kernel refuses submissions,
+                // which the caller's next submit reports.
+                let _ = self.arm_wake();
+                Some(Completion::Woken)
+            }
+            Kind::Cancel => None,
+        }
+    }
+
+    fn arm_wake(&mut self) -> io::Result<()> {
+        let mut counter = Box::new(0u64);
+        let entry = opcode::Read::new(
+            types::Fd(self.wake.as_raw_fd()),
+            (&mut *counter as *mut u64).cast(),
+            8,
+        )
+        .build();
+        self.start(
+            encode(Kind::Wake, Token::new(0, 0)),
+            entry,
+            Held::Counter(counter),
+        )
+    }
+
+    fn cancel_user_data(&mut self, target: u64) -> io::Result<()> {
+        let entry = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data(encode(Kind::Cancel, Token::new(0, 0)));
+        self.push(&entry)
+    }
+
+    /// Record `held` under `user_data`, then queue `entry` with it.
+    fn start(&mut self, user_data: u64, entry: squeue::Entry, held: Held) -> io::Result<()> {
+        if self.in_flight.contains_key(&user_data) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "this operation is already in flight for this token",
+            ));
+        }
+        self.in_flight.insert(user_data, held);
+        if let Err(e) = self.push(&entry.user_data(user_data)) {
+            // Never queued: the kernel never saw the resources.
+            self.in_flight.remove(&user_data);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every pointer an entry carries points into memory that
+            // `start` moved into `self.in_flight` under the entry's user_data
+            // (a heap block, which moving its owner does not move), or is
+            // absent (accept, cancels). That memory leaves the table only when
+            // the operation's final completion is reaped, or is leaked by Drop
+            // if it never is, so the kernel never touches freed memory.
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            // The SQ is full: hand what it holds to the kernel to make room.
+            self.ring.submit()?;
+        }
+    }
+}
+
+/// A submit's result: EINTR (a signal) and EBUSY (completions must be reaped
+/// before more can be posted) are not failures; the caller reaps and goes on.
+fn settle(r: io::Result<usize>) -> io::Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn op_len(buf: &[u8]) -> u32 {
+    buf.len().min(u32::MAX as usize) as u32
+}
+
+impl Ring {
+    /// Cancel what is in flight and wait (up to a second) for it to finish.
+    /// Returns whether everything did.
+    fn quiesce(&mut self) -> bool {
+        self.closing = true;
+        let targets: Vec<u64> = self.in_flight.keys().copied().collect();
+        for target in targets {
+            if self.cancel_user_data(target).is_err() {
+                break;
+            }
+        }
+        let give_up = Instant::now() + Duration::from_secs(1);
+        let mut done = Vec::new();
+        while !self.in_flight.is_empty() && Instant::now() < give_up {
+            // The wait's own timeout: read by the kernel during the call only.
+            let ts = types::Timespec::from(Duration::from_millis(100));
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
+                Err(_) => break,
+            }
+            self.complete(&mut done);
+            done.clear(); // closes accepted fds, frees returned buffers
+        }
+        self.in_flight.is_empty()
+    }
+}
+
+impl Drop for Ring {
+    /// The kernel may write into a buffer until its operation completes, and
+    /// a multishot accept may still install fds: cancel and wait. What never
+    /// completes is leaked rather than freed under the kernel.
+    fn drop(&mut self) {
+        if !self.quiesce() {
+            std::mem::forget(std::mem::take(&mut self.in_flight));
+        }
+    }
+}
+
+#[cfg(test)]
+impl Ring {
+    pub(crate) fn quiesce_for_test(&mut self) -> bool {
+        self.quiesce()
+    }
+}

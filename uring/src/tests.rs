@@ -1,0 +1,306 @@
+//! The ring on real sockets over loopback.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn listener() -> TcpListener {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    l
+}
+
+/// Wait (at most 5 s) until `want` completions matching `pick` arrived; returns them.
+fn collect(
+    ring: &mut Ring,
+    want: usize,
+    mut pick: impl FnMut(&Completion) -> bool,
+) -> Vec<Completion> {
+    let give_up = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    while got.len() < want {
+        assert!(
+            Instant::now() < give_up,
+            "only {} of {want} completions",
+            got.len()
+        );
+        ring.set_timer(give_up).unwrap();
+        ring.submit_and_wait().unwrap();
+        ring.complete(&mut out);
+        got.extend(out.drain(..).filter(&mut pick));
+    }
+    got
+}
+
+/// Every completion that arrives within `window`.
+fn drain_for(ring: &mut Ring, window: Duration) -> Vec<Completion> {
+    let end = Instant::now() + window;
+    let mut out = Vec::new();
+    while Instant::now() < end {
+        ring.set_timer(end).unwrap();
+        ring.submit_and_wait().unwrap();
+        ring.complete(&mut out);
+    }
+    out
+}
+
+fn accepted(ring: &mut Ring) -> OwnedFd {
+    match collect(ring, 1, |c| matches!(c, Completion::Accepted { .. })).pop() {
+        Some(Completion::Accepted { result, .. }) => result.unwrap(),
+        _ => unreachable!(),
+    }
+}
+
+fn fd_flags(fd: &OwnedFd) -> (i32, i32) {
+    // SAFETY: fcntl on a descriptor borrowed for the call; no pointers.
+    unsafe {
+        (
+            libc::fcntl(fd.as_raw_fd(), libc::F_GETFL),
+            libc::fcntl(fd.as_raw_fd(), libc::F_GETFD),
+        )
+    }
+}
+
+#[test]
+fn probe_accepts_this_kernel() {
+    probe().unwrap();
+}
+
+#[test]
+fn multishot_accept_takes_several_connections_from_one_submission() {
+    let l = listener();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    assert!(ring.arm_accept(l.as_fd()).unwrap());
+    assert!(
+        !ring.arm_accept(l.as_fd()).unwrap(),
+        "one multishot at a time"
+    );
+    let addr = l.local_addr().unwrap();
+    let clients: Vec<_> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let got = collect(&mut ring, 3, |c| matches!(c, Completion::Accepted { .. }));
+    for c in got {
+        let Completion::Accepted { result, more } = c else {
+            unreachable!()
+        };
+        assert!(more, "a multishot accept goes on after each connection");
+        let fd = result.unwrap();
+        let (fl, fd_fl) = fd_flags(&fd);
+        assert_ne!(fl & libc::O_NONBLOCK, 0, "accepted fds are non-blocking");
+        assert_ne!(
+            fd_fl & libc::FD_CLOEXEC,
+            0,
+            "accepted fds are close-on-exec"
+        );
+    }
+    assert_eq!(ring.accept_state(), AcceptState::Armed);
+    drop(clients);
+}
+
+#[test]
+fn recv_and_send_move_bytes_and_return_the_buffers() {
+    let l = listener();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let fd = accepted(&mut ring);
+    let token = Token::new(7, 3);
+
+    ring.recv(token, fd.as_fd(), vec![0; 64]).unwrap();
+    client.write_all(b"hello").unwrap();
+    let Some(Completion::Received {
+        token: t,
+        buf,
+        result,
+    }) = collect(&mut ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
+    else {
+        unreachable!()
+    };
+    assert_eq!(t, token);
+    assert_eq!(buf.len(), 64, "the caller's buffer comes back whole");
+    assert_eq!(&buf[..result.unwrap()], b"hello");
+
+    ring.send(token, fd.as_fd(), b"world".to_vec()).unwrap();
+    let Some(Completion::Sent { buf, result, .. }) =
+        collect(&mut ring, 1, |c| matches!(c, Completion::Sent { .. })).pop()
+    else {
+        unreachable!()
+    };
+    assert_eq!((result.unwrap(), &buf[..]), (5, &b"world"[..]));
+    let mut back = [0; 5];
+    client.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"world");
+
+    // The peer closing is a zero-length receive.
+    ring.recv(token, fd.as_fd(), buf).unwrap();
+    drop(client);
+    let Some(Completion::Received { result, .. }) =
+        collect(&mut ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
+    else {
+        unreachable!()
+    };
+    assert_eq!(result.unwrap(), 0);
+}
+
+#[test]
+fn one_op_of_a_kind_per_token() {
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    let t = Token::new(1, 1);
+    ring.recv(t, a.as_fd(), vec![0; 8]).unwrap();
+    let e = ring.recv(t, a.as_fd(), vec![0; 8]).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+    ring.recv(Token::new(1, 2), a.as_fd(), vec![0; 8]).unwrap();
+}
+
+#[test]
+fn read_at_reads_a_file_at_an_offset() {
+    let path = std::env::temp_dir().join(format!("m0serve-uring-{}", std::process::id()));
+    std::fs::write(&path, b"0123456789").unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.read_at(Token::new(0, 0), file.as_raw_fd(), 4, vec![0; 3])
+        .unwrap();
+    let Some(Completion::ReadAt { buf, result, .. }) =
+        collect(&mut ring, 1, |c| matches!(c, Completion::ReadAt { .. })).pop()
+    else {
+        unreachable!()
+    };
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(&buf[..result.unwrap()], b"456");
+}
+
+#[test]
+fn the_timer_fires_at_its_deadline_and_an_earlier_one_replaces_it() {
+    let mut ring = Ring::new(Config::default()).unwrap();
+    let start = Instant::now();
+    ring.set_timer(start + Duration::from_millis(60)).unwrap();
+    let mut out = Vec::new();
+    ring.submit_and_wait().unwrap();
+    ring.complete(&mut out);
+    assert!(matches!(out[..], [Completion::Timer]), "{out:?}");
+    assert!(start.elapsed() >= Duration::from_millis(55), "fired early");
+    assert_eq!(ring.timer(), None);
+
+    // A far timer, then a near one: the near one fires, the far one is gone.
+    let start = Instant::now();
+    ring.set_timer(start + Duration::from_secs(30)).unwrap();
+    ring.set_timer(start + Duration::from_millis(30)).unwrap();
+    assert_eq!(ring.timer(), Some(start + Duration::from_millis(30)));
+    // A later deadline keeps the earlier timer.
+    ring.set_timer(start + Duration::from_secs(60)).unwrap();
+    let mut out = Vec::new();
+    while out.is_empty() {
+        ring.submit_and_wait().unwrap();
+        ring.complete(&mut out);
+    }
+    assert!(matches!(out[..], [Completion::Timer]), "{out:?}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        ring.in_flight(),
+        1,
+        "only the wake read is left: the far timer was removed"
+    );
+}
+
+#[test]
+fn a_waker_on_another_thread_ends_a_blocked_wait() {
+    let mut ring = Ring::new(Config::default()).unwrap();
+    for _ in 0..2 {
+        let waker = ring.waker();
+        let start = Instant::now();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            waker.wake();
+        });
+        // No timer: only the wake can end this wait.
+        let mut out = Vec::new();
+        while out.is_empty() {
+            ring.submit_and_wait().unwrap();
+            ring.complete(&mut out);
+        }
+        t.join().unwrap();
+        assert!(matches!(out[..], [Completion::Woken]), "{out:?}");
+        assert!(
+            start.elapsed() >= Duration::from_millis(45),
+            "the wait did not block"
+        );
+    }
+}
+
+#[test]
+fn a_cancelled_accept_leaves_connections_in_the_backlog_until_rearmed() {
+    let l = listener();
+    let addr = l.local_addr().unwrap();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    ring.cancel_accept().unwrap();
+    assert_eq!(ring.accept_state(), AcceptState::Cancelling);
+    assert!(
+        !ring.arm_accept(l.as_fd()).unwrap(),
+        "not while the cancel is in flight"
+    );
+    let last = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
+    let Completion::Accepted { result, more } = &last[0] else {
+        unreachable!()
+    };
+    assert!(!more);
+    assert_eq!(
+        result.as_ref().unwrap_err().raw_os_error(),
+        Some(libc::ECANCELED)
+    );
+    assert_eq!(ring.accept_state(), AcceptState::Idle);
+
+    let _client = TcpStream::connect(addr).unwrap();
+    let quiet = drain_for(&mut ring, Duration::from_millis(100));
+    assert!(
+        !quiet
+            .iter()
+            .any(|c| matches!(c, Completion::Accepted { .. })),
+        "nothing is accepted while cancelled"
+    );
+    assert!(ring.arm_accept(l.as_fd()).unwrap());
+    accepted(&mut ring);
+}
+
+#[test]
+fn a_cancelled_recv_returns_its_buffer() {
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    let t = Token::new(4, 9);
+    ring.recv(t, a.as_fd(), vec![0; 32]).unwrap();
+    ring.submit().unwrap();
+    ring.cancel(Op::Recv, t).unwrap();
+    let Some(Completion::Received { token, buf, result }) =
+        collect(&mut ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
+    else {
+        unreachable!()
+    };
+    assert_eq!((token, buf.len()), (t, 32));
+    assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+}
+
+#[test]
+fn dropping_a_ring_with_operations_in_flight_returns_promptly() {
+    let l = listener();
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    ring.recv(Token::new(0, 0), a.as_fd(), vec![0; 16]).unwrap();
+    ring.set_timer(Instant::now() + Duration::from_secs(60))
+        .unwrap();
+    ring.submit().unwrap();
+    let start = Instant::now();
+    assert!(
+        ring.quiesce_for_test(),
+        "every operation finished, nothing leaked"
+    );
+    assert_eq!(ring.in_flight(), 0);
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
+        "teardown waited out its bound"
+    );
+}
