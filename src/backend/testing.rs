@@ -85,7 +85,8 @@ impl Journal {
 
 /// Echoes every byte back. Lines are commands too: `quit` ends the session
 /// (after its echo), `sleep N` blocks the core thread for N ms before echoing
-/// (a view served inline, as on a loop-only core).
+/// (a view served inline, as on a loop-only core), `file PATH` sends the
+/// file's bytes after the echo as [`Output::File`].
 #[derive(Clone)]
 pub struct EchoService {
     core: usize,
@@ -104,6 +105,7 @@ impl Service for EchoService {
             timeout: self.timeout,
             journal: self.journal.clone(),
             out: Vec::new(),
+            file: None,
             sent: 0,
             line: Vec::new(),
             last_read: Instant::now(),
@@ -123,6 +125,8 @@ pub struct EchoSession {
     /// Bytes to echo; `out[sent..]` is still owed to the peer.
     out: Vec<u8>,
     sent: usize,
+    /// A file to send once `out` is drained: the file, its offset, what is left.
+    file: Option<(std::fs::File, u64, usize)>,
     /// The line read so far (a partial line makes the session busy).
     line: Vec<u8>,
     last_read: Instant,
@@ -143,6 +147,10 @@ impl EchoSession {
         });
         if line == "quit" {
             self.quit = true;
+        } else if let Some(path) = line.strip_prefix("file ") {
+            let file = std::fs::File::open(path).expect("file to send");
+            let len = file.metadata().unwrap().len() as usize;
+            self.file = Some((file, 0, len));
         } else if let Some(ms) = line.strip_prefix("sleep ") {
             let ms: u64 = ms.trim().parse().expect("sleep takes milliseconds");
             std::thread::sleep(Duration::from_millis(ms));
@@ -169,14 +177,29 @@ impl Session for EchoSession {
     }
 
     fn output(&mut self) -> Output<'_> {
-        if self.sent < self.out.len() {
-            Output::Bytes(&self.out[self.sent..])
-        } else {
-            Output::None
+        use std::os::fd::AsRawFd;
+        match &self.file {
+            _ if self.sent < self.out.len() => Output::Bytes(&self.out[self.sent..]),
+            Some((file, offset, len)) => Output::File {
+                fd: file.as_raw_fd(),
+                offset: *offset,
+                len: *len,
+            },
+            None => Output::None,
         }
     }
 
     fn on_sent(&mut self, n: usize, _now: Instant) {
+        if self.sent == self.out.len() {
+            let (_, offset, len) = self.file.as_mut().expect("on_sent with no output");
+            assert!(n <= *len, "on_sent past the file's length");
+            *offset += n as u64;
+            *len -= n;
+            if *len == 0 {
+                self.file = None;
+            }
+            return;
+        }
         self.sent += n;
         assert!(self.sent <= self.out.len(), "on_sent past the output");
         if self.sent == self.out.len() {
@@ -186,7 +209,7 @@ impl Session for EchoSession {
     }
 
     fn wants_read(&self) -> bool {
-        !self.done() && self.out.len() - self.sent < HIGH_WATER
+        !self.done() && self.out.len() - self.sent < HIGH_WATER && self.file.is_none()
     }
 
     fn done(&self) -> bool {
@@ -211,7 +234,7 @@ impl Session for EchoSession {
     }
 
     fn idle(&self) -> bool {
-        self.sent == self.out.len() && self.line.is_empty()
+        self.sent == self.out.len() && self.file.is_none() && self.line.is_empty()
     }
 
     fn on_shutdown(&mut self) {
@@ -498,6 +521,33 @@ pub fn large_write_is_echoed_intact(run: RunFn) {
     h.shutdown(Duration::from_secs(1));
 }
 
+/// A file sent as [`Output::File`] arrives whole and in order after the
+/// bytes before it. The client's small receive window makes the socket take
+/// it in many partial writes with nothing else to wake the connection, so
+/// this fails a backend that does not wait for writability once a write
+/// would block.
+pub fn file_output_is_sent_whole(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let data: Vec<u8> = (0..(8 << 20) + 123).map(|i: u32| (i % 253) as u8).collect();
+    let path = std::env::temp_dir().join(format!("m0serve-file-output-{}", std::process::id()));
+    std::fs::write(&path, &data).unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    // Fixed (no autotuning), so the server's send buffer fills.
+    sock.set_recv_buffer_size(32 * 1024).unwrap();
+    sock.connect(&h.addr().into()).unwrap();
+    let mut c: TcpStream = sock.into();
+    c.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    let cmd = format!("file {}\n", path.display());
+    c.write_all(cmd.as_bytes()).unwrap();
+    echo_read(&mut c, &cmd);
+    let mut back = vec![0; data.len()];
+    c.read_exact(&mut back).expect("the whole file in time");
+    std::fs::remove_file(&path).unwrap();
+    assert!(back == data, "the file arrived altered");
+    echo(&mut c, "after\n");
+    h.shutdown(Duration::from_secs(1));
+}
+
 /// With a batch of 3 and a burst of 20 queued while the core is busy: the
 /// connection already held is served before any of the burst (the batch runs
 /// after the pass's events), and every one of the burst is served although
@@ -736,6 +786,10 @@ macro_rules! conformance {
         #[test]
         fn large_write_is_echoed_intact() {
             $crate::backend::testing::large_write_is_echoed_intact($run)
+        }
+        #[test]
+        fn file_output_is_sent_whole() {
+            $crate::backend::testing::file_output_is_sent_whole($run)
         }
         #[test]
         fn accept_batch_serves_held_first_and_all_of_a_burst() {
