@@ -1,13 +1,32 @@
 //! The server: binds the listener, spawns and pins the core threads, runs
-//! graceful shutdown (SKELETON: `run` to be implemented).
+//! graceful shutdown.
+//!
+//! The main thread binds, logs the one line tests and people read
+//! (`listening on ...`), spawns a thread per core, then blocks on SIGTERM and
+//! SIGINT. Either signal, or a core thread that fails, begins the graceful
+//! shutdown: cores stop accepting, close idle connections, finish the
+//! requests in flight, and are closed regardless at `--graceful-timeout`.
 
 mod access_log;
+pub mod cores;
+pub mod listener;
 pub mod session;
 
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crate::backend::Choice;
+use core_affinity::CoreId;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::{Handle, Signals};
+
+use crate::backend::accept::Batch;
+use crate::backend::share::Board;
+use crate::backend::{self, Choice, Control, CoreContext, Kind, Service};
 use crate::http::Limits;
 use crate::routes::Router;
 
@@ -38,7 +57,285 @@ pub struct Options {
     pub access_log: bool,
 }
 
-/// Serve until SIGTERM or SIGINT; returns the process exit code.
-pub fn run(_options: Options) -> std::io::Result<i32> {
-    todo!()
+/// Serve until SIGTERM or SIGINT; returns the process exit code: 0 after a
+/// graceful shutdown, 1 when a core thread failed.
+pub fn run(options: Options) -> io::Result<i32> {
+    let kind = backend::select(options.backend).map_err(io::Error::other)?;
+    let pins = cores::plan(options.cores, &cores::allowed(), cores::available())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let listener = listener::bind(&options.listen)?;
+    let control = Arc::new(Control::new(options.max_connections));
+    let graceful = options.graceful_timeout;
+
+    let shared = Arc::new(session::Shared {
+        router: options.router,
+        limits: options.limits,
+        header_read_timeout: options.header_read_timeout,
+        keep_alive_timeout: options.keep_alive_timeout,
+        access_log: options.access_log,
+    });
+    let service = move |_core: usize| session::HttpService::new(shared.clone());
+
+    let core_main = move |ctx: CoreContext| {
+        let service = service(ctx.index);
+        run_backend(kind, ctx, service)
+    };
+    serve(
+        listener,
+        pins,
+        kind,
+        batch,
+        control,
+        graceful,
+        Arc::new(core_main),
+    )
+}
+
+/// What a core thread runs: its backend's loop with its own service.
+type CoreMain = Arc<dyn Fn(CoreContext) -> io::Result<()> + Send + Sync>;
+
+/// Run `service` on the selected backend.
+fn run_backend<S: Service>(kind: Kind, ctx: CoreContext, service: S) -> io::Result<()> {
+    match kind {
+        Kind::Portable => backend::portable::run(ctx, service),
+        #[cfg(target_os = "linux")]
+        Kind::Uring => backend::uring::run(ctx, service),
+        #[cfg(not(target_os = "linux"))]
+        Kind::Uring => unreachable!("select() picks io_uring only on Linux"),
+    }
+}
+
+/// Spawn the cores on `listener`, wait for a signal (or a core's failure),
+/// shut down within `graceful`, and join them.
+fn serve(
+    listener: listener::Listener,
+    pins: Vec<Option<CoreId>>,
+    kind: Kind,
+    batch: Batch,
+    control: Arc<Control>,
+    graceful: Duration,
+    core_main: CoreMain,
+) -> io::Result<i32> {
+    let n = pins.len();
+    // Handlers go in before the log line: a SIGTERM sent by whoever read
+    // it must begin a shutdown, not kill the process.
+    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    let failed = Arc::new(AtomicBool::new(false));
+    let board = Board::new(n);
+    tracing::info!("listening on {} ({kind} backend, {n} cores)", listener.addr);
+
+    let mut threads = Vec::with_capacity(n);
+    for (index, pin) in pins.into_iter().enumerate() {
+        let ctx = CoreContext {
+            index,
+            listener: listener.fd.clone(),
+            board: board.clone(),
+            control: control.clone(),
+            batch,
+        };
+        let spawned = spawn_core(
+            ctx,
+            pin,
+            core_main.clone(),
+            failed.clone(),
+            signals.handle(),
+        );
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                tracing::error!("spawning core {index}: {e}");
+                failed.store(true, Ordering::SeqCst);
+                break;
+            }
+        }
+    }
+
+    if !failed.load(Ordering::SeqCst) {
+        // Ends with a signal, or with None when a failing core closed the iterator.
+        if let Some(signal) = signals.forever().next() {
+            let name = if signal == SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            tracing::info!("{name}: shutting down (graceful timeout {graceful:?})");
+        }
+    }
+    control.shut_down(Instant::now() + graceful);
+    board.wake_all();
+    for t in threads {
+        // Failures were logged (and recorded) by the thread itself.
+        let _ = t.join();
+    }
+    signals.handle().close();
+    drop(listener); // unlinks a Unix socket's file
+    Ok(if failed.load(Ordering::SeqCst) { 1 } else { 0 })
+}
+
+/// Spawn core thread `m0-core-{index}`, pinned to `pin`. A core that panics,
+/// fails, or returns before shutdown is logged, marks the run `failed`, and
+/// closes the signal iterator so the main thread shuts the others down.
+fn spawn_core(
+    ctx: CoreContext,
+    pin: Option<CoreId>,
+    core_main: CoreMain,
+    failed: Arc<AtomicBool>,
+    signals: Handle,
+) -> io::Result<JoinHandle<()>> {
+    let index = ctx.index;
+    std::thread::Builder::new()
+        .name(format!("m0-core-{index}"))
+        .spawn(move || {
+            if let Some(cpu) = pin {
+                if !core_affinity::set_for_current(cpu) {
+                    tracing::warn!("core {index}: could not pin to CPU {}", cpu.id);
+                }
+            }
+            let control = ctx.control.clone();
+            let failure = match catch_unwind(AssertUnwindSafe(|| core_main(ctx))) {
+                Ok(Ok(())) if control.shutting_down() => None,
+                Ok(Ok(())) => Some("returned before shutdown".to_string()),
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(panic) => Some(panic_message(panic.as_ref())),
+            };
+            if let Some(why) = failure {
+                tracing::error!("core {index} failed: {why}");
+                failed.store(true, Ordering::SeqCst);
+                signals.close();
+            }
+        })
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    format!("panicked: {msg}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Output, Peer, Session};
+
+    /// A service whose connections are closed at once, unanswered.
+    #[derive(Clone, Copy)]
+    struct Unwired;
+
+    impl Service for Unwired {
+        type Session = Unwired;
+        fn open(&mut self, _peer: &Peer) -> Unwired {
+            Unwired
+        }
+    }
+
+    impl Session for Unwired {
+        fn on_read(&mut self, _data: &[u8], _now: Instant) {}
+        fn on_eof(&mut self, _now: Instant) {}
+        fn output(&mut self) -> Output<'_> {
+            Output::None
+        }
+        fn on_sent(&mut self, _n: usize, _now: Instant) {}
+        fn wants_read(&self) -> bool {
+            false
+        }
+        fn done(&self) -> bool {
+            true
+        }
+        fn deadline(&self) -> Option<Instant> {
+            None
+        }
+        fn on_deadline(&mut self, _now: Instant) {}
+        fn idle(&self) -> bool {
+            true
+        }
+        fn on_shutdown(&mut self) {}
+    }
+    use std::io::Read;
+
+    fn tcp_listener() -> listener::Listener {
+        listener::bind(&Listen::Tcp {
+            host: "127.0.0.1".into(),
+            port: 0,
+        })
+        .unwrap()
+    }
+
+    fn serve_with(core_main: CoreMain, cores: usize) -> JoinHandle<io::Result<i32>> {
+        let l = tcp_listener();
+        let control = Arc::new(Control::new(16));
+        let grace = Duration::from_secs(1);
+        std::thread::spawn(move || {
+            serve(
+                l,
+                vec![None; cores],
+                Kind::Portable,
+                Batch::new(16),
+                control,
+                grace,
+                core_main,
+            )
+        })
+    }
+
+    fn join_within(t: JoinHandle<io::Result<i32>>, bound: Duration) -> i32 {
+        let start = Instant::now();
+        while !t.is_finished() {
+            assert!(start.elapsed() < bound, "serve did not return in {bound:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        t.join().unwrap().unwrap()
+    }
+
+    // One test, in order: the signal handlers are process-wide.
+    #[test]
+    fn serve_exits_1_when_a_core_fails_and_0_after_sigterm() {
+        let erring: CoreMain = Arc::new(|ctx: CoreContext| {
+            if ctx.index == 1 {
+                return Err(io::Error::other("boom"));
+            }
+            run_backend(Kind::Portable, ctx, Unwired)
+        });
+        assert_eq!(
+            join_within(serve_with(erring, 2), Duration::from_secs(5)),
+            1
+        );
+
+        let panicking: CoreMain =
+            Arc::new(|_ctx: CoreContext| panic!("a core panicked on purpose"));
+        assert_eq!(
+            join_within(serve_with(panicking, 1), Duration::from_secs(5)),
+            1
+        );
+
+        let l = tcp_listener();
+        let listener::Address::Tcp(addr) = l.addr else {
+            unreachable!()
+        };
+        let control = Arc::new(Control::new(16));
+        let core_main: CoreMain = Arc::new(|ctx| run_backend(Kind::Portable, ctx, Unwired));
+        let grace = Duration::from_secs(1);
+        let t = std::thread::spawn(move || {
+            serve(
+                l,
+                vec![None; 2],
+                Kind::Portable,
+                Batch::new(16),
+                control,
+                grace,
+                core_main,
+            )
+        });
+        // Served (closed at once by the placeholder): the cores run, and the
+        // signal handlers were installed before them.
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(c.read(&mut [0; 8]).unwrap(), 0);
+        // SAFETY: kill on our own pid with a signal whose handler is installed.
+        assert_eq!(unsafe { libc::kill(libc::getpid(), SIGTERM) }, 0);
+        assert_eq!(join_within(t, Duration::from_secs(5)), 0);
+    }
 }
