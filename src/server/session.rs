@@ -50,6 +50,7 @@ impl Service for HttpService {
             deadline: Some(Instant::now() + self.shared.header_read_timeout),
             head_started: None,
             queue: VecDeque::new(),
+            pending: None,
             queued: 0,
             closed: false,
             eof: false,
@@ -81,6 +82,8 @@ pub struct HttpSession {
     /// When the first byte of the head being read arrived.
     head_started: Option<Instant>,
     queue: VecDeque<Chunk>,
+    /// A request whose body is still being read before it is answered.
+    pending: Option<RequestHead>,
     /// Bytes queued (file bodies counted too).
     queued: u64,
     /// Closed by a timeout: done regardless of the protocol's state.
@@ -93,6 +96,12 @@ pub struct HttpSession {
 
 impl HttpSession {
     /// Serve every complete request the protocol has buffered.
+    ///
+    /// The routes answer from the head alone, but a request with a body is
+    /// answered once its body has been read (and dropped): a body that turns
+    /// out malformed then gets its 400 rather than a success followed by a
+    /// silent close. Under `Expect: 100-continue` the answer goes at once and
+    /// the client never sends the body.
     fn pump(&mut self, now: Instant) {
         let mut out = Vec::new();
         while self.queued < OUTPUT_HIGH_WATER as u64 {
@@ -100,18 +109,21 @@ impl HttpSession {
                 None => break,
                 Some(Event::Head(head)) => {
                     self.head_started = None;
-                    let reply = self
-                        .shared
-                        .router
-                        .route(&head)
-                        .unwrap_or_else(|| Reply::text(404, "Not Found"));
-                    self.respond(&head, reply, &mut out);
+                    if head.expect_continue {
+                        self.answer(&head, &mut out);
+                    } else {
+                        self.pending = Some(head);
+                    }
                 }
-                // The routes answer from the head alone; the protocol discards the
-                // rest of a body once the answer is finished.
-                Some(Event::Data(_)) | Some(Event::End) => {}
+                Some(Event::Data(_)) => {}
+                Some(Event::End) => {
+                    if let Some(head) = self.pending.take() {
+                        self.answer(&head, &mut out);
+                    }
+                }
                 Some(Event::Error(err)) => {
                     self.head_started = None;
+                    self.pending = None;
                     self.conn.write_error(&err, &mut out);
                     break;
                 }
@@ -119,6 +131,15 @@ impl HttpSession {
         }
         self.push_bytes(out);
         self.rearm(now);
+    }
+
+    fn answer(&mut self, head: &RequestHead, out: &mut Vec<u8>) {
+        let reply = self
+            .shared
+            .router
+            .route(head)
+            .unwrap_or_else(|| Reply::text(404, "Not Found"));
+        self.respond(head, reply, out);
     }
 
     /// Write `reply` as the answer to `head`.
@@ -400,5 +421,27 @@ mod tests {
             .unwrap()
             .contains("onnection: close"));
         assert!(fresh.done());
+    }
+
+    #[test]
+    fn a_request_with_a_body_is_answered_after_its_body() {
+        let router = Router::new(Some("/healthz".into()), vec![]).unwrap();
+        let mut s = service(router).open(&Peer::Unix);
+        let now = Instant::now();
+        s.on_read(
+            b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+            now,
+        );
+        assert!(
+            drain(&mut s).is_empty(),
+            "no answer before the body is read"
+        );
+        s.on_read(b"lo\r\nzz\r\n", now);
+        let out = String::from_utf8(drain(&mut s)).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 400"),
+            "a malformed body gets its 400: {out}"
+        );
+        assert!(s.done());
     }
 }
