@@ -11,9 +11,12 @@
 //! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
 //!   which know nothing of HTTP: they drive [`backend::Session`]s.
 
+pub mod app;
 pub mod backend;
 pub mod cli;
 pub mod http;
 pub mod reply;
 pub mod routes;
 pub mod server;
+#[cfg(feature = "python")]
+pub mod wsgi;

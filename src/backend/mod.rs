@@ -83,6 +83,23 @@ pub trait Service {
     fn open(&mut self, peer: &Peer) -> Self::Session;
 }
 
+/// Wakes one session from another thread (SKELETON): the session's token goes
+/// to its core's ready queue, the core is woken if parked, and the backend
+/// calls the session's `on_notify` in its next pass.
+#[derive(Clone)]
+pub struct Notifier {
+    board: Arc<share::Board>,
+    core: usize,
+    token: u64,
+}
+
+impl Notifier {
+    pub fn notify(&self) {
+        let _ = (&self.board, self.core, self.token);
+        todo!()
+    }
+}
+
 /// An accepted connection not yet admitted by a core (it may cross cores).
 pub struct Accepted {
     pub fd: OwnedFd,

@@ -1,0 +1,52 @@
+//! Application interfaces: how a request leaves the core thread for an
+//! application (WSGI on the pool; ASGI later) and how its answer comes back.
+//!
+//! The core thread never runs Python (except in the loop-only shape, where
+//! [`App::inline`] is true). It hands an [`AppRequest`] and an [`Exchange`] to
+//! the [`App`]; the request body flows core → app through the exchange, the
+//! answer flows app → core as [`ResponseEvent`]s, each side waking the other
+//! only when it has something new.
+
+pub mod exchange;
+
+pub use exchange::{BodyRead, Exchange, Gone, ResponseEvent, Sent};
+
+use std::sync::Arc;
+
+use crate::backend::Peer;
+use crate::http::RequestHead;
+
+/// Where the server listens, as an application sees it (SERVER_NAME/PORT).
+#[derive(Clone, Debug)]
+pub enum ServerAddr {
+    Tcp { host: String, port: u16 },
+    Unix(std::path::PathBuf),
+}
+
+/// A request handed to an application.
+pub struct AppRequest {
+    pub head: RequestHead,
+    pub peer: Peer,
+    pub server: Arc<ServerAddr>,
+}
+
+/// A request the application could not take now (its queue is full), handed back.
+pub struct Refused {
+    pub request: AppRequest,
+    pub exchange: Arc<Exchange>,
+}
+
+/// An application the core threads dispatch unrouted requests to.
+pub trait App: Send + Sync + 'static {
+    /// Start serving `request`: its body arrives and its answer leaves through
+    /// `exchange`. When the application's queue is full it hands both back
+    /// ([`Refused`]): the caller stops reading that connection and calls again once
+    /// the exchange's notifier fires (the app notifies refused callers when
+    /// room frees).
+    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>>;
+
+    /// The loop-only shape: `call` runs the application on the calling core
+    /// thread before it returns, so the request body must already be complete
+    /// in the exchange when `call` is made.
+    fn inline(&self) -> bool;
+}
