@@ -207,6 +207,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         graceful_timeout: args.graceful_timeout,
         router,
         access_log: args.access_log,
+        app: None,
     };
     Ok(Invocation {
         options,

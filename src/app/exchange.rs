@@ -94,6 +94,10 @@ impl Exchange {
     pub fn is_gone(&self) -> bool {
         todo!()
     }
+    /// Wake the core side (e.g. an app whose queue refused this request has room now).
+    pub fn notify(&self) {
+        todo!()
+    }
 
     // ---- the core's side
 

@@ -53,6 +53,8 @@ pub struct Options {
     /// How long shutdown waits for requests in flight before it closes them.
     pub graceful_timeout: Duration,
     pub router: Router,
+    /// Where requests no Rust-native route answers go (None: 404).
+    pub app: Option<std::sync::Arc<dyn crate::app::App>>,
     /// Log each request in the common log format (target `m0serve::access`).
     pub access_log: bool,
 }
