@@ -5,6 +5,10 @@
 //! a flag on the command line wins over its variable. A mistake is reported as
 //! one line on stderr with exit status 2, not clap's usage block, so it reads
 //! well in a container's log.
+//!
+//! The same parser serves both entry points: the pure-Rust binary ([`main`]),
+//! which cannot load Python and refuses an `APP`, and the Python extension
+//! (`m0serve._m0serve.main`), which requires one and serves it.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -87,6 +91,54 @@ struct Args {
     /// Log each request in the common log format.
     #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
     access_log: bool,
+
+    /// The application to serve, as module:attribute (dotted attributes allowed), e.g. app:app.
+    #[arg(env = "M0SERVE_APP", value_name = "APP")]
+    app: Option<String>,
+
+    /// The application's interface.
+    #[arg(long, env = "M0SERVE_INTERFACE", value_enum, default_value_t = InterfaceArg::Wsgi)]
+    interface: InterfaceArg,
+
+    /// APP names a factory: call it (no arguments) to get the application.
+    #[arg(long, env = "M0SERVE_FACTORY", value_parser = FalseyValueParser::new())]
+    factory: bool,
+
+    /// Directory put first on sys.path before APP is imported (relative to --working-dir).
+    #[arg(long, env = "M0SERVE_APP_DIR", value_name = "DIR", default_value = ".")]
+    app_dir: PathBuf,
+
+    /// Change to this directory before importing APP.
+    #[arg(long, env = "M0SERVE_WORKING_DIR", value_name = "DIR")]
+    working_dir: Option<PathBuf>,
+
+    /// Python threads running the application; 0 runs it on the core thread (loop-only).
+    #[arg(
+        long,
+        env = "M0SERVE_BLOCKING_THREADS",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    blocking_threads: usize,
+
+    /// Requests waiting for a Python thread before cores stop reading [default: 128 per thread].
+    #[arg(long, env = "M0SERVE_BACKPRESSURE", value_name = "N", value_parser = at_least_one)]
+    backpressure: Option<usize>,
+
+    /// The URL prefix the application is mounted at (its SCRIPT_NAME), e.g. /api.
+    #[arg(
+        long,
+        env = "M0SERVE_ROOT_PATH",
+        value_name = "PATH",
+        default_value = ""
+    )]
+    root_path: String,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum InterfaceArg {
+    Wsgi,
+    Asgi,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +173,41 @@ impl From<LogLevel> for tracing::Level {
 pub struct Invocation {
     pub options: Options,
     pub log_level: tracing::Level,
+    /// The Python application named on the command line, if any.
+    pub app: Option<AppSpec>,
 }
+
+/// A WSGI application to load and how to run it: everything the Python entry
+/// needs beyond [`Options`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppSpec {
+    /// `module:attr` as given, for messages.
+    pub target: String,
+    /// The module to import (dotted).
+    pub module: String,
+    /// The attribute path inside it, split at the dots.
+    pub attrs: Vec<String>,
+    /// Call the object to get the application.
+    pub factory: bool,
+    /// Prepended to `sys.path` (a relative one is taken from `working_dir`).
+    pub app_dir: PathBuf,
+    /// `chdir` here before importing.
+    pub working_dir: Option<PathBuf>,
+    /// Pool threads; 0 is the loop-only shape.
+    pub blocking_threads: usize,
+    /// Requests that may wait for a pool thread.
+    pub backpressure: usize,
+    /// SCRIPT_NAME: empty, or a path starting with `/` and not ending with one.
+    pub root_path: String,
+}
+
+/// Requests queued per pool thread when `--backpressure` is not given: deep
+/// enough to ride out a burst, shallow enough that a stuck app stops reading soon.
+pub const BACKPRESSURE_PER_THREAD: usize = 128;
+
+/// What the pure-Rust binary says when asked to serve a Python application.
+pub const NO_PYTHON: &str =
+    "this build has no Python support; install with pip (`pip install .`) and run its m0serve to serve APP";
 
 /// Why the command line did not produce an [`Invocation`].
 #[derive(Debug)]
@@ -132,22 +218,42 @@ pub enum CliError {
     Usage(String),
 }
 
-/// Run the command line `args` (the program name first); returns the exit status.
+/// Run the command line `args` (the program name first) in the pure-Rust
+/// binary; returns the exit status. An `APP` is refused: there is no Python here.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let invocation = match parse(args) {
         Ok(invocation) => invocation,
-        Err(CliError::Info(info)) => {
-            // A closed stdout (`m0serve --help | head -0`) is not worth a panic.
-            let _ = info.print();
-            return 0;
-        }
-        Err(CliError::Usage(message)) => {
-            eprintln!("m0serve: error: {message}");
-            return 2;
-        }
+        Err(e) => return e.report(),
     };
+    if invocation.app.is_some() {
+        return CliError::Usage(NO_PYTHON.into()).report();
+    }
     init_logging(invocation.log_level);
-    match server::run(invocation.options) {
+    serve(invocation.options)
+}
+
+impl CliError {
+    /// Print it (help and version on stdout, a mistake as one stderr line)
+    /// and return the exit status: 0 or 2.
+    pub fn report(self) -> i32 {
+        match self {
+            CliError::Info(info) => {
+                // A closed stdout (`m0serve --help | head -0`) is not worth a panic.
+                let _ = info.print();
+                0
+            }
+            CliError::Usage(message) => {
+                eprintln!("m0serve: error: {message}");
+                2
+            }
+        }
+    }
+}
+
+/// Run the server until it stops; returns the exit status (1 when it could not
+/// start, with the reason on stderr).
+pub fn serve(options: Options) -> i32 {
+    match server::run(options) {
         Ok(status) => status,
         Err(e) => {
             eprintln!("m0serve: error: {e}");
@@ -160,6 +266,11 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
 /// check the router configuration; starts nothing.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, CliError> {
     let args = Args::try_parse_from(args).map_err(clap_error)?;
+    if args.interface == InterfaceArg::Asgi {
+        return Err(CliError::Usage(
+            "ASGI is not supported yet (--interface asgi); only WSGI apps can be served".into(),
+        ));
+    }
     let backend = match (args.backend, args.uring) {
         (None, false) => Choice::Auto,
         (None | Some(BackendArg::Uring), true) => Choice::Uring,
@@ -193,6 +304,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
             port: args.port,
         },
     };
+    let app = match args.app {
+        None => None,
+        Some(target) => Some(app_spec(
+            target,
+            args.factory,
+            args.app_dir,
+            args.working_dir,
+            args.blocking_threads,
+            args.backpressure,
+            args.root_path,
+        )?),
+    };
     let options = Options {
         listen,
         cores: args.cores,
@@ -212,7 +335,63 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     Ok(Invocation {
         options,
         log_level: args.log_level.into(),
+        app,
     })
+}
+
+/// Check and assemble the application flags.
+fn app_spec(
+    target: String,
+    factory: bool,
+    app_dir: PathBuf,
+    working_dir: Option<PathBuf>,
+    blocking_threads: usize,
+    backpressure: Option<usize>,
+    root_path: String,
+) -> Result<AppSpec, CliError> {
+    let (module, attrs) = split_target(&target).map_err(CliError::Usage)?;
+    Ok(AppSpec {
+        module,
+        attrs,
+        factory,
+        app_dir,
+        working_dir,
+        blocking_threads,
+        backpressure: backpressure.unwrap_or(BACKPRESSURE_PER_THREAD * blocking_threads.max(1)),
+        root_path: root_path_of(&root_path).map_err(CliError::Usage)?,
+        target,
+    })
+}
+
+/// `pkg.module:attr.sub` → (`pkg.module`, [`attr`, `sub`]).
+fn split_target(target: &str) -> Result<(String, Vec<String>), String> {
+    let bad = || {
+        format!("APP '{target}' is not module:attribute (e.g. app:app or mysite.wsgi:application)")
+    };
+    let (module, attr) = target.split_once(':').ok_or_else(bad)?;
+    let dotted_names = |s: &str| {
+        s.split('.').all(|part| {
+            let mut chars = part.chars();
+            chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+                && chars.all(|c| c == '_' || c.is_alphanumeric())
+        })
+    };
+    if !dotted_names(module) || !dotted_names(attr) {
+        return Err(bad());
+    }
+    Ok((
+        module.to_string(),
+        attr.split('.').map(str::to_string).collect(),
+    ))
+}
+
+/// `--root-path`: empty, or `/prefix` (a trailing `/` dropped, so `/` is empty).
+fn root_path_of(path: &str) -> Result<String, String> {
+    let trimmed = path.trim_end_matches('/');
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err(format!("--root-path '{path}' must start with '/'"));
+    }
+    Ok(trimmed.to_string())
 }
 
 /// Help and version pass through; an error keeps only its first line, which
@@ -229,7 +408,7 @@ fn clap_error(e: clap::Error) -> CliError {
 /// Log to stderr at `level`, or as `RUST_LOG` says when it is set. Colours
 /// only on a terminal, so log files stay free of escape codes. A second call
 /// (tests, embedding) leaves the first subscriber in place.
-fn init_logging(level: tracing::Level) {
+pub fn init_logging(level: tracing::Level) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -351,7 +530,12 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let Invocation { options, log_level } = ok(&[]);
+        let Invocation {
+            options,
+            log_level,
+            app,
+        } = ok(&[]);
+        assert!(app.is_none());
         assert!(
             matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1")
         );
@@ -370,7 +554,9 @@ mod tests {
 
     #[test]
     fn flags() {
-        let Invocation { options, log_level } = ok(&[
+        let Invocation {
+            options, log_level, ..
+        } = ok(&[
             "--host=0.0.0.0",
             "--port=0",
             "--cores=3",
@@ -419,7 +605,10 @@ mod tests {
             ("M0SERVE_ACCESS_LOG", "1"),
             ("M0SERVE_LOG_LEVEL", "debug"),
         ];
-        let Ok(Invocation { options, log_level }) = parse_env(&[], &env) else {
+        let Ok(Invocation {
+            options, log_level, ..
+        }) = parse_env(&[], &env)
+        else {
             panic!("env parse failed")
         };
         assert!(matches!(options.listen, Listen::Tcp { port: 9001, .. }));
@@ -574,6 +763,124 @@ mod tests {
                 _ => panic!("{flag} is not info"),
             }
         }
+    }
+
+    fn app(args: &[&str], env: &[(&str, &str)]) -> AppSpec {
+        match parse_env(args, env) {
+            Ok(Invocation { app: Some(app), .. }) => app,
+            Ok(_) => panic!("{args:?}: no app"),
+            Err(e) => panic!("{args:?}: {e:?}"),
+        }
+    }
+
+    #[test]
+    fn app_defaults() {
+        let spec = app(&["main:app"], &[]);
+        assert_eq!(
+            spec,
+            AppSpec {
+                target: "main:app".into(),
+                module: "main".into(),
+                attrs: vec!["app".into()],
+                factory: false,
+                app_dir: PathBuf::from("."),
+                working_dir: None,
+                blocking_threads: 1,
+                backpressure: BACKPRESSURE_PER_THREAD,
+                root_path: String::new(),
+            }
+        );
+    }
+
+    #[test]
+    fn app_flags_and_their_variables() {
+        let spec = app(
+            &[
+                "--factory",
+                "--app-dir=src",
+                "--working-dir=/srv",
+                "--blocking-threads=4",
+                "--root-path=/api/",
+                "--interface=wsgi",
+                "pkg.sub.wsgi:make.app",
+            ],
+            &[],
+        );
+        assert_eq!(spec.module, "pkg.sub.wsgi");
+        assert_eq!(spec.attrs, ["make", "app"]);
+        assert!(spec.factory);
+        assert_eq!(spec.app_dir, PathBuf::from("src"));
+        assert_eq!(spec.working_dir, Some(PathBuf::from("/srv")));
+        assert_eq!(spec.blocking_threads, 4);
+        // The default depth follows the thread count.
+        assert_eq!(spec.backpressure, 4 * BACKPRESSURE_PER_THREAD);
+        assert_eq!(spec.root_path, "/api");
+
+        let env = [
+            ("M0SERVE_APP", "site.wsgi:application"),
+            ("M0SERVE_FACTORY", "true"),
+            ("M0SERVE_APP_DIR", "/code"),
+            ("M0SERVE_WORKING_DIR", "/tmp"),
+            ("M0SERVE_BLOCKING_THREADS", "0"),
+            ("M0SERVE_BACKPRESSURE", "7"),
+            ("M0SERVE_ROOT_PATH", "/"),
+            ("M0SERVE_INTERFACE", "wsgi"),
+        ];
+        let spec = app(&[], &env);
+        assert_eq!(spec.target, "site.wsgi:application");
+        assert!(spec.factory);
+        assert_eq!(spec.app_dir, PathBuf::from("/code"));
+        assert_eq!(spec.working_dir, Some(PathBuf::from("/tmp")));
+        assert_eq!(spec.blocking_threads, 0);
+        assert_eq!(spec.backpressure, 7);
+        assert_eq!(spec.root_path, "");
+        // Loop-only still gets a queue depth of its own.
+        assert_eq!(
+            app(&["--blocking-threads=0", "a:b"], &[]).backpressure,
+            BACKPRESSURE_PER_THREAD
+        );
+        // The command line wins.
+        let flagged = app(&["--blocking-threads=2", "other:app"], &env);
+        assert_eq!(flagged.target, "other:app");
+        assert_eq!(flagged.blocking_threads, 2);
+    }
+
+    #[test]
+    fn bad_app_flags_are_usage_errors() {
+        for target in [
+            "app", "app:", ":app", "a..b:app", "a:b..c", "a-b:app", "a:1x", "a:b:c",
+        ] {
+            let message = usage(&[target]);
+            assert!(
+                message.contains(&format!("APP '{target}' is not module:attribute")),
+                "{target}: {message}"
+            );
+        }
+        assert!(usage(&["--backpressure=0", "a:b"]).contains("must be at least 1"));
+        assert!(usage(&["--blocking-threads=-1", "a:b"]).contains("--blocking-threads"));
+        assert_eq!(
+            usage(&["--root-path=api", "a:b"]),
+            "--root-path 'api' must start with '/'"
+        );
+        assert!(usage(&["--interface=cgi", "a:b"]).starts_with("invalid value 'cgi'"));
+        for args in [&["--interface=asgi", "a:b"][..], &["--interface", "asgi"]] {
+            assert!(
+                usage(args).starts_with("ASGI is not supported yet"),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_pure_rust_binary_refuses_an_app() {
+        assert_eq!(with_env(&[], || main(os_args(&["--port=0", "app:app"]))), 2);
+        assert_eq!(
+            with_env(&[("M0SERVE_APP", "app:app")], || main(os_args(&[
+                "--port=0"
+            ]))),
+            2
+        );
+        assert!(NO_PYTHON.contains("no Python support") && NO_PYTHON.contains("pip"));
     }
 
     #[test]

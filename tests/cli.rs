@@ -61,6 +61,20 @@ fn a_bad_value_in_an_environment_variable_is_one_line_and_exit_2() {
 }
 
 #[test]
+fn an_app_in_the_pure_rust_binary_is_one_line_and_exit_2() {
+    let done = Server::builder().arg("app:app").run_to_exit(EXIT_LIMIT);
+    assert_eq!(done.status.code(), Some(2), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("no Python support") && done.stderr.contains("pip"),
+        "{}",
+        done.stderr
+    );
+    rejected(&["app:app"], &[]);
+    rejected(&[], &[("M0SERVE_APP", "app:app")]);
+    rejected(&["--interface", "asgi", "app:app"], &[]);
+}
+
+#[test]
 fn version_prints_the_version_and_exits_0() {
     let done = Server::builder().arg("--version").run_to_exit(EXIT_LIMIT);
     assert_eq!(done.status.code(), Some(0), "{}", done.stderr);
