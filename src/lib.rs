@@ -10,11 +10,16 @@
 //! - [`http`]: the sans-IO HTTP/1.1 protocol: bytes in, events out, no sockets;
 //! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
 //!   which know nothing of HTTP: they drive [`backend::Session`]s.
+//!
+//! With the `python` feature, `wsgi` serves WSGI applications and `python`
+//! is the extension module (`m0serve._m0serve`) behind the `m0serve` console script.
 
 pub mod app;
 pub mod backend;
 pub mod cli;
 pub mod http;
+#[cfg(feature = "python")]
+pub mod python;
 pub mod reply;
 pub mod routes;
 pub mod server;

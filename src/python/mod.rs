@@ -1,0 +1,107 @@
+//! The Python extension module `m0serve._m0serve` (feature `python`, built by
+//! maturin): the `m0serve` console script and `python -m m0serve` call its
+//! [`main`], which parses the same command line as the pure-Rust binary,
+//! loads the WSGI application, and serves it with the GIL released.
+
+mod load;
+
+use std::ffi::OsString;
+
+use pyo3::prelude::*;
+
+use crate::cli::{self, AppSpec, CliError, Invocation};
+use crate::wsgi::{WsgiApp, WsgiConfig};
+
+/// Exit status for a bad command line or an application that cannot be loaded.
+const USAGE: i32 = 2;
+
+/// `m0serve._m0serve`: `main(argv) -> int` and `__version__`.
+#[pymodule]
+#[pyo3(name = "_m0serve")]
+fn m0serve_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(main, m)?)?;
+    Ok(())
+}
+
+/// Run the command line `argv` (the program name first) and return the exit
+/// status: 0 after a graceful shutdown, 1 when the server failed, 2 for a bad
+/// command line or an application that cannot be loaded. Serving takes over
+/// SIGINT and SIGTERM for the process. KeyboardInterrupt and SystemExit
+/// raised while the application is imported propagate.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
+    let Invocation {
+        mut options,
+        log_level,
+        app,
+    } = match cli::parse(argv) {
+        Ok(invocation) => invocation,
+        Err(e) => return Ok(e.report()),
+    };
+    let Some(spec) = app else {
+        let missing = "missing the APP to serve, as module:attribute (e.g. m0serve app:app)";
+        return Ok(CliError::Usage(missing.into()).report());
+    };
+    cli::init_logging(log_level);
+
+    let object = match load::load(py, &spec) {
+        Ok(object) => object,
+        Err(e) => {
+            load::report(py, e)?;
+            return Ok(USAGE);
+        }
+    };
+    let app = match WsgiApp::new(py, object, wsgi_config(&spec)) {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("m0serve: error: starting the WSGI application: {e}");
+            return Ok(1);
+        }
+    };
+    options.app = Some(app.clone());
+    let_the_server_take_sigint(py)?;
+    tracing::info!(
+        "serving {} (WSGI, {})",
+        spec.target,
+        match spec.blocking_threads {
+            0 => "loop-only".to_string(),
+            n => format!("{n} blocking thread(s)"),
+        }
+    );
+    // The core threads never hold the GIL; neither does this one while it waits.
+    let status = py.detach(|| {
+        let status = cli::serve(options);
+        app.shutdown();
+        status
+    });
+    Ok(status)
+}
+
+fn wsgi_config(spec: &AppSpec) -> WsgiConfig {
+    WsgiConfig {
+        threads: spec.blocking_threads,
+        backpressure: spec.backpressure,
+        root_path: spec.root_path.clone(),
+    }
+}
+
+/// Give SIGINT back to the default disposition at the Python level, so the
+/// server's handler (installed by `server::run`) is the only one: Python's
+/// own would otherwise be chained to it and raise KeyboardInterrupt once
+/// `main` returns, turning a clean Ctrl-C shutdown into a traceback. Python
+/// lets only its main thread change handlers; from any other thread (an
+/// embedding), the server's handler is simply installed over Python's.
+fn let_the_server_take_sigint(py: Python<'_>) -> PyResult<()> {
+    let threading = PyModule::import(py, "threading")?;
+    let current = threading.call_method0("current_thread")?;
+    let main = threading.call_method0("main_thread")?;
+    if current.is(&main) {
+        let signal = PyModule::import(py, "signal")?;
+        signal.call_method1(
+            "signal",
+            (signal.getattr("SIGINT")?, signal.getattr("SIG_DFL")?),
+        )?;
+    }
+    Ok(())
+}
