@@ -1,0 +1,1 @@
+import m0serve_no_such_dependency  # noqa: F401

@@ -1,0 +1,69 @@
+"""The end-to-end harness (see helpers.py for the pieces).
+
+- ``serve(APP, *flags)`` starts the installed m0serve on a free port with
+  ``--app-dir tests/python/apps`` on the backend under test, waits for its
+  ``listening on http://HOST:PORT`` line, and returns a ``helpers.Server``
+  (``.url``, ``.output``); at teardown it sends SIGTERM and asserts a
+  graceful exit 0.
+- ``backend`` is parametrized over ``--backends`` or ``M0_TEST_BACKENDS``,
+  default ``uring,portable``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator, List, Optional
+
+import pytest
+
+from helpers import APPS, Server, child_env, m0serve_command
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backends",
+        default=None,
+        help="comma-separated m0serve backends to run on "
+        "(default: $M0_TEST_BACKENDS or uring,portable)",
+    )
+
+
+def backends(config: pytest.Config) -> List[str]:
+    chosen = config.getoption("--backends") or os.environ.get("M0_TEST_BACKENDS") or "uring,portable"
+    return [b.strip() for b in chosen.split(",") if b.strip()]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", backends(metafunc.config))
+
+
+@pytest.fixture
+def serve(backend: str) -> Iterator:
+    """Start m0serve on `backend`: serve(APP, *flags, cwd=None, env=None, app_dir=APPS)."""
+    started: List[Server] = []
+
+    def start(app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS) -> Server:
+        argv = m0serve_command() + [
+            "--port=0",
+            "--cores=1",
+            f"--backend={backend}",
+            "--health-path=/healthz",
+            "--graceful-timeout=5",
+        ]
+        if app_dir is not None:
+            argv.append(f"--app-dir={app_dir}")
+        argv += list(flags)
+        if app is not None:
+            argv.append(app)
+        server = Server(argv, cwd, child_env(env))
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        status = server.stop()
+        assert status == 0, f"m0serve exited {status} after SIGTERM\n{server.output}"
+        assert "panicked" not in server.output, server.output
+
+
