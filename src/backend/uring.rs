@@ -7,6 +7,14 @@
 //! arm the timer for the next deadline, and submit: waiting for a completion
 //! unless a batch is owed or a hand-off arrived ([`super::share::Board::park`]).
 //!
+//! Every core arms a multishot accept on the one shared listener, and the
+//! kernel completes each accept on the ring whose accept was armed first:
+//! accept sharing is what spreads connections (that core hands them to idle
+//! siblings). The cost, left as it is: while that core is stuck in a long pass
+//! (a view in the loop-only shape), what the kernel accepted on its ring waits
+//! for it. The portable backend wakes every core's registration instead, and
+//! whichever accepts first serves.
+//!
 //! Writes copy the session's bytes into the connection's write buffer (the
 //! ring owns a buffer while the kernel uses it; a session's own buffer cannot
 //! be lent for that long). [`Output::File`] is read with a positioned read
