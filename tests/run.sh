@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # The test command: build, the whole workspace's tests on the io_uring backend,
-# the end-to-end suites again on the portable backend, then clippy and rustfmt.
+# the end-to-end suites again on the portable backend, the library's tests with
+# the python feature, then the Python leg: for the oldest and the newest
+# supported CPython (3.9, 3.13), a virtualenv with `pip install .` and
+# tests/python/requirements.txt, and the pytest suite on both backends; then
+# clippy (with and without the python feature) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
 # any failed. Usage: bash tests/run.sh
+#
+# The Python leg finds each interpreter through pyenv (or /root/.pyenv), else
+# as python3.9 / python3.13 on PATH; where neither is found it runs on python3
+# and says so. The extension is built with cargo's dev profile there
+# (MATURIN_PEP517_ARGS, overridable) to keep the run short; `pip install .`
+# without it builds the release profile.
 #
 # M0_REQUIRE_URING=1 makes a kernel that refuses io_uring a failure; otherwise
 # (a container whose seccomp profile blocks it, say) the io_uring leg is
@@ -30,7 +40,9 @@ step() {
         /^ *Running /   { crate = $NF; sub(/.*\//, "", crate); sub(/-[0-9a-f]+\)$/, "", crate)
                           suite = ($2 == "unittests") ? crate " " $3 : $2 }
         /^ *Doc-tests / { suite = "doc-tests " $2 }
-        /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }' "$log")
+        /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
+        /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
+                          gsub(/=/, ""); sub(/^ +/, ""); sub(/ +$/, ""); print $0 }' "$log")
     if [ "$rc" -ne 0 ]; then
         failed+=("$name (exit $rc)")
     fi
@@ -85,7 +97,68 @@ M0_TEST_BACKEND=$first_backend step "tests ($first_backend)" cargo test --worksp
 if [ "$first_backend" = uring ]; then
     M0_TEST_BACKEND=portable step "e2e (portable)" cargo test --no-fail-fast --test '*'
 fi
+# find_python X.Y: the newest CPython X.Y.* under pyenv, else pythonX.Y on PATH.
+find_python() {
+    local want=$1 root p found=""
+    root=$(pyenv root 2>/dev/null || echo /root/.pyenv)
+    for p in "$root"/versions/"$want".*/bin/python"$want" /root/.pyenv/versions/"$want".*/bin/python"$want"; do
+        [ -x "$p" ] && found=$p
+    done
+    if [ -z "$found" ]; then
+        found=$(command -v "python$want" 2>/dev/null) || return 1
+    fi
+    echo "$found"
+}
+
+# python_leg PYTHON NAME: a fresh-enough virtualenv under target/, m0serve
+# installed from this checkout the way a user does, and the pytest suite.
+python_leg() {
+    local python=$1 name=$2 venv=target/py-$2
+    step "venv ($name)" "$python" -m venv "$venv" || return
+    step "pip install ($name)" "$venv/bin/python" -m pip install -q -r tests/python/requirements.txt || return
+    # --force-reinstall: the version does not change between commits, the code does.
+    MATURIN_PEP517_ARGS=$maturin_args \
+        step "pip install . ($name)" "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
+    M0_TEST_BACKENDS=$python_backends \
+        step "pytest ($name)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider
+}
+
+maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}
+python_backends=portable
+[ "$first_backend" = uring ] && python_backends=uring,portable
+newest_python=""
+pythons=()
+for want in 3.9 3.13; do
+    if p=$(find_python "$want"); then
+        pythons+=("$p")
+        newest_python=$p
+    else
+        echo "!!! CPython $want not found (pyenv, python$want): not tested" >&2
+        summary+=("SKIPPED: CPython $want (not found)")
+    fi
+done
+if [ "${#pythons[@]}" -eq 0 ]; then
+    p=$(command -v python3) && {
+        echo "!!! falling back to $p ($("$p" --version 2>&1)) for the Python leg" >&2
+        summary+=("NOTE: the Python leg ran on $("$p" --version 2>&1) only")
+        pythons+=("$p")
+        newest_python=$p
+    }
+fi
+if [ -n "$newest_python" ]; then
+    PYO3_PYTHON=$newest_python step "tests (python feature)" cargo test --lib --features python
+fi
+for p in "${pythons[@]}"; do
+    python_leg "$p" "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+done
+if [ "${#pythons[@]}" -eq 0 ]; then
+    failed+=("no Python interpreter found for the Python leg")
+fi
+
 step clippy cargo clippy --workspace --all-targets -- -D warnings
+if [ -n "$newest_python" ]; then
+    PYO3_PYTHON=$newest_python step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
+fi
 step fmt cargo fmt --all --check
 
 echo
