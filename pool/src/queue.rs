@@ -62,18 +62,22 @@ impl<T> JobQueue<T> {
         if self.closed.load(Ordering::Acquire) {
             return Err(job);
         }
-        let job = match self.jobs.push(job) {
+        match self.jobs.push(job) {
             Ok(()) => {
                 self.wake_one();
-                return Ok(());
+                Ok(())
             }
-            Err(job) => job,
-        };
-        // Owe `on_room`, then look once more: a pop that made room between the
-        // failed push and the flag saw no flag, and may be the last pop for a
-        // while (the refused submitter sends nothing until `on_room`). If this
-        // second try succeeds the flag stays up, and a later pop calls
-        // `on_room` once more than needed, which a retry callback tolerates.
+            Err(job) => self.refuse(job),
+        }
+    }
+
+    /// The full-queue path of `push`: owe `on_room`, then try once more. A pop
+    /// that made room between the failed push and the flag saw no flag, and
+    /// may be the last pop for a while (the refused submitter sends nothing
+    /// until `on_room`). If the second try succeeds the flag stays up, and a
+    /// later pop calls `on_room` once more than needed, which a retry callback
+    /// tolerates.
+    fn refuse(&self, job: T) -> Result<(), T> {
         self.refused.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         match self.jobs.push(job) {
@@ -213,6 +217,20 @@ mod tests {
     }
 
     #[test]
+    fn a_pop_between_a_failed_push_and_its_refusal_does_not_strand_it() {
+        // The race, one step at a time: the push finds the queue full, a
+        // consumer pops (seeing no refusal, so no `on_room`), then the push
+        // records its refusal. The push must take the room it missed.
+        let (queue, rooms) = counting_queue(1);
+        queue.push(1).unwrap();
+        let job = queue.jobs.push(2).unwrap_err();
+        assert_eq!(queue.try_next_job(), Some(1));
+        assert_eq!(rooms.load(Ordering::SeqCst), 0);
+        assert_eq!(queue.refuse(job), Ok(()));
+        assert_eq!(queue.try_next_job(), Some(2));
+    }
+
+    #[test]
     fn pops_without_a_refusal_never_call_on_room() {
         let (queue, rooms) = counting_queue(2);
         for n in 0..10 {
@@ -237,6 +255,25 @@ mod tests {
         queue.push(7).unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Some(7)));
         consumer.join().unwrap();
+    }
+
+    #[test]
+    fn park_does_not_sleep_on_a_job_pushed_before_it() {
+        // The race, one step at a time: a consumer finds the queue empty, a
+        // push finds nobody parked (so wakes nobody), then the consumer parks.
+        // Its last look must see the job; on a thread of its own, so a park
+        // that sleeps fails here instead of hanging the suite.
+        let (queue, _) = counting_queue(2);
+        assert_eq!(queue.try_next_job(), None);
+        queue.push(5).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let parker = queue.clone();
+        thread::spawn(move || {
+            parker.park();
+            tx.send(()).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(1)), Ok(()));
+        assert_eq!(queue.try_next_job(), Some(5));
     }
 
     #[test]
@@ -269,11 +306,10 @@ mod tests {
         assert_eq!(took, vec![1, 2]);
     }
 
-    #[test]
-    fn many_producers_and_consumers_lose_no_job_and_no_wake() {
-        // Producers retry only when `on_room` says so (with a timeout that
-        // fails the test): a lost wake or a lost `on_room` stalls them.
-        const PER_PRODUCER: u32 = 5_000;
+    /// Push `per_producer` jobs from each producer through a queue of one,
+    /// retrying only when `on_room` says so (with a timeout that fails the
+    /// test): a lost wake or a lost `on_room` stalls a producer.
+    fn stress(producer_count: u32, consumer_count: usize, per_producer: u32) {
         let room = Arc::new((Mutex::new(0u64), Condvar::new()));
         let signal = room.clone();
         let queue: Arc<JobQueue<u32>> = Arc::new(JobQueue::new(
@@ -283,7 +319,7 @@ mod tests {
                 signal.1.notify_all();
             }),
         ));
-        let consumers: Vec<_> = (0..3)
+        let consumers: Vec<_> = (0..consumer_count)
             .map(|_| {
                 let queue = queue.clone();
                 thread::spawn(move || {
@@ -295,12 +331,12 @@ mod tests {
                 })
             })
             .collect();
-        let producers: Vec<_> = (0..2)
+        let producers: Vec<_> = (0..producer_count)
             .map(|_| {
                 let queue = queue.clone();
                 let room = room.clone();
                 thread::spawn(move || {
-                    for n in 1..=PER_PRODUCER {
+                    for n in 1..=per_producer {
                         let mut job = n;
                         loop {
                             let seen = *room.0.lock().unwrap();
@@ -309,14 +345,13 @@ mod tests {
                                 Err(back) => job = back,
                             }
                             let guard = room.0.lock().unwrap();
-                            let (guard, timeout) = room
+                            let (_guard, waited) = room
                                 .1
                                 .wait_timeout_while(guard, Duration::from_secs(5), |calls| {
                                     *calls == seen
                                 })
                                 .unwrap();
-                            drop(guard);
-                            assert!(!timeout.timed_out(), "on_room never came");
+                            assert!(!waited.timed_out(), "on_room never came");
                         }
                     }
                 })
@@ -327,7 +362,18 @@ mod tests {
         }
         queue.close();
         let total: u64 = consumers.into_iter().map(|c| c.join().unwrap()).sum();
-        let per = u64::from(PER_PRODUCER);
-        assert_eq!(total, 2 * per * (per + 1) / 2);
+        let per = u64::from(per_producer);
+        assert_eq!(total, u64::from(producer_count) * per * (per + 1) / 2);
+    }
+
+    #[test]
+    fn one_producer_and_one_consumer_lose_no_job_and_no_wake() {
+        // Nobody else pushes, so a pop that missed the refusal is the last.
+        stress(1, 1, 50_000);
+    }
+
+    #[test]
+    fn many_producers_and_consumers_lose_no_job_and_no_wake() {
+        stress(2, 3, 10_000);
     }
 }
