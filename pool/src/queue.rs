@@ -7,6 +7,8 @@
 //! thread announces itself in `parked` while holding the mutex and looks at the
 //! queue once more before it waits, and a waker takes the same mutex before it
 //! notifies, so a wake cannot fall between that last look and the wait.
+//! (A stack of parked threads with `thread::park`/`unpark` would cost the same
+//! futex wake; the condvar needs no list of threads and no unpark bookkeeping.)
 //!
 //! A refused push (queue full) owes the submitter a call to `on_room`: the
 //! next pop pays it, once.
@@ -96,17 +98,18 @@ impl<T> JobQueue<T> {
             if let Some(job) = self.try_next_job() {
                 return Some(job);
             }
+            // Closed and empty. (No push races `close`: the pool closes in
+            // `Pool::shutdown`, which owns the pool, so no submit is running.)
             if self.closed.load(Ordering::Acquire) {
-                // A push that passed its closed check before `close` may have
-                // landed after the pop above: take it rather than strand it.
-                return self.try_next_job();
+                return None;
             }
             self.park();
         }
     }
 
     /// Take a job that is already queued: one non-blocking pop, never a spin
-    /// or a park, so a thread may call it holding the GIL.
+    /// or a park, so a thread may call it holding the GIL. Like every pop, it
+    /// pays an owed `on_room` (a wake that neither blocks nor runs Python).
     pub(crate) fn try_next_job(&self) -> Option<T> {
         let job = self.jobs.pop()?;
         self.room_made();
