@@ -9,9 +9,13 @@
 //!
 //! - `queue`: the bounded job queue, its parking and its `on_room` debt.
 //! - `thread`: a pool thread's loop and its kept thread state.
+//! - `turn`: the GIL turn (hand-off barrier, slice, keep rule).
+//! - `stats`: counters, and the histograms of `M0_POOL_DEBUG=1`.
 
 mod queue;
+mod stats;
 mod thread;
+mod turn;
 
 use std::io;
 use std::sync::Arc;
@@ -20,7 +24,10 @@ use std::thread::JoinHandle;
 use pyo3::Python;
 
 use queue::JobQueue;
+pub use stats::Counters;
 pub use thread::keep_thread_state;
+use turn::Turn;
+pub use turn::{TurnConfig, SLICE};
 
 /// A view to run on a pool thread, with the GIL held.
 pub type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send + 'static>;
@@ -36,6 +43,7 @@ pub struct Config {
 /// Pool threads `m0-pool-0` … `m0-pool-{N-1}` and their job queue.
 pub struct Pool {
     queue: Arc<JobQueue<Job>>,
+    turn: Arc<Turn>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -46,7 +54,17 @@ impl Pool {
     /// wake that neither blocks nor runs Python.
     ///
     /// Does not wait for the threads to attach: the caller may hold the GIL.
+    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]).
     pub fn start(config: Config, on_room: Arc<dyn Fn() + Send + Sync>) -> io::Result<Pool> {
+        Pool::start_with(config, TurnConfig::from_env(), on_room)
+    }
+
+    /// [`Pool::start`] with the GIL turn's switches given.
+    pub fn start_with(
+        config: Config,
+        turn: TurnConfig,
+        on_room: Arc<dyn Fn() + Send + Sync>,
+    ) -> io::Result<Pool> {
         if config.threads == 0 || config.backpressure == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -55,15 +73,17 @@ impl Pool {
         }
         let mut pool = Pool {
             queue: Arc::new(JobQueue::new(config.backpressure, on_room)),
+            turn: Arc::new(Turn::new(turn, config.threads)),
             threads: Vec::with_capacity(config.threads),
         };
         for index in 0..config.threads {
             let queue = pool.queue.clone();
+            let turn = pool.turn.clone();
             // On an error, dropping `pool` closes the queue: the threads
             // already started leave by themselves.
             let thread = std::thread::Builder::new()
                 .name(format!("m0-pool-{index}"))
-                .spawn(move || thread::run(&queue))?;
+                .spawn(move || thread::run(&queue, &turn))?;
             pool.threads.push(thread);
         }
         Ok(pool)
@@ -72,6 +92,11 @@ impl Pool {
     /// Queue `job`; hands it back when the queue is full.
     pub fn try_submit(&self, job: Job) -> Result<(), Job> {
         self.queue.push(job)
+    }
+
+    /// What the threads have done so far (the GIL turn's counters).
+    pub fn counters(&self) -> Counters {
+        self.turn.stats.counters()
     }
 
     /// Stop taking jobs, let the threads finish the queued ones, and join
@@ -90,6 +115,9 @@ impl Pool {
             // A job's panic is caught in the thread; one that still ends it
             // was printed by the panic hook already.
             let _ = thread.join();
+        }
+        if let Some(report) = self.turn.stats.report() {
+            eprint!("{report}");
         }
     }
 }

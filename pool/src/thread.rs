@@ -12,7 +12,10 @@ use std::panic::{self, AssertUnwindSafe};
 
 use pyo3::{ffi, PyErr, Python};
 
+use std::time::Instant;
+
 use crate::queue::JobQueue;
+use crate::turn::{Run, Turn};
 use crate::Job;
 
 /// The calling thread's own Python thread state, kept from [`keep`] to drop,
@@ -99,20 +102,37 @@ pub fn keep_thread_state() {
 
 /// A pool thread's life: keep a thread state, serve jobs until the queue is
 /// closed and drained, release the state.
-pub(crate) fn run(queue: &JobQueue<Job>) {
+pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
     let _kept = KeptThreadState::keep();
-    // `next_job` may park: it is called detached, so a parked thread holds no
-    // GIL.
-    while let Some(job) = queue.next_job() {
-        serve(job);
+    let mut run = Run::default();
+    loop {
+        // `next_job` may park: it is called detached, so a parked thread holds
+        // no GIL.
+        let asked = Instant::now();
+        let Some(job) = queue.next_job() else { break };
+        turn.stats.queue_wait(asked.elapsed());
+        serve(job, queue, turn, &mut run);
+        turn.dropped(&mut run);
     }
 }
 
-/// One attach: the only place a pool thread takes the GIL. (The GIL turn wraps
-/// this attach in its hand-off barrier and takes already queued jobs inside
-/// it.)
-fn serve(job: Job) {
-    Python::attach(|py| run_job(py, job));
+/// One attach, the only place a pool thread takes the GIL: the job, then the
+/// jobs already queued behind it while the slice lasts (the keep rule).
+fn serve(job: Job, queue: &JobQueue<Job>, turn: &Turn, run: &mut Run) {
+    let asked = turn.enter_attach();
+    Python::attach(|py| {
+        turn.attached(asked, run);
+        run_job(py, job);
+        run.jobs += 1;
+        while turn.may_keep(run) {
+            let Some(job) = queue.try_next_job() else {
+                break;
+            };
+            turn.stats.kept();
+            run_job(py, job);
+            run.jobs += 1;
+        }
+    });
 }
 
 /// Run one job; a panic ends the job, not the thread.
