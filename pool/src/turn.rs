@@ -144,7 +144,7 @@ impl Turn {
     /// is parked in the re-attach, yield until an attach completes (bounded),
     /// so the waiter takes the GIL rather than us.
     pub(crate) fn dropped(&self, run: &mut Run) {
-        if !self.barrier || !run.start.is_some_and(|s| s.elapsed() >= SLICE) {
+        if !self.barrier || run.start.is_none_or(|s| s.elapsed() < SLICE) {
             return;
         }
         if self.waiters.load(Ordering::SeqCst) == 0 {
