@@ -221,7 +221,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{Output, Peer, Session};
+    use crate::backend::{Notifier, Output, Peer, Session};
 
     /// A service whose connections are closed at once, unanswered.
     #[derive(Clone, Copy)]
@@ -229,7 +229,7 @@ mod tests {
 
     impl Service for Unwired {
         type Session = Unwired;
-        fn open(&mut self, _peer: &Peer) -> Unwired {
+        fn open(&mut self, _peer: &Peer, _notifier: Notifier) -> Unwired {
             Unwired
         }
     }
@@ -255,6 +255,7 @@ mod tests {
             true
         }
         fn on_shutdown(&mut self) {}
+        fn on_notify(&mut self, _now: Instant) {}
     }
     use std::io::Read;
 

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Output, Peer, Service, Session};
+use crate::backend::{Notifier, Output, Peer, Service, Session};
 use crate::http::{Event, Framing, Limits, RequestHead, ServerConn};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
@@ -43,7 +43,7 @@ impl HttpService {
 impl Service for HttpService {
     type Session = HttpSession;
 
-    fn open(&mut self, peer: &Peer) -> HttpSession {
+    fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
         HttpSession {
             conn: ServerConn::new(self.shared.limits),
             // A connection that never sends a head is held to the head's timeout.
@@ -56,6 +56,7 @@ impl Service for HttpService {
             eof: false,
             shutting: false,
             peer: peer.clone(),
+            notifier,
             shared: self.shared.clone(),
         }
     }
@@ -92,6 +93,8 @@ pub struct HttpSession {
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
     peer: Peer,
+    /// Wakes this session from an application thread.
+    notifier: Notifier,
 }
 
 impl HttpSession {
@@ -305,12 +308,23 @@ impl Session for HttpSession {
         self.conn.close_after_response();
         self.shutting = true;
     }
+
+    fn on_notify(&mut self, now: Instant) {
+        let _ = &self.notifier;
+        self.pump(now);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A notifier nobody drains (these sessions are driven by hand).
+    fn notifier() -> Notifier {
+        let key = crate::backend::slab::Key::new(0, 0);
+        Notifier::new(crate::backend::share::Board::new(1), 0, key)
+    }
 
     fn service(router: Router) -> HttpService {
         HttpService::new(Arc::new(Shared {
@@ -354,7 +368,7 @@ mod tests {
             .unwrap();
         let router =
             Router::new(Some("/healthz".into()), vec![("/s".into(), dir.clone())]).unwrap();
-        let mut s = service(router).open(&Peer::Unix);
+        let mut s = service(router).open(&Peer::Unix, notifier());
         let now = Instant::now();
         s.on_read(
             b"GET /s/a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -373,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_head_that_starts_after_a_complete_one_is_timed() {
-        let mut s = service(Router::default()).open(&Peer::Unix);
+        let mut s = service(Router::default()).open(&Peer::Unix, notifier());
         let now = Instant::now();
         s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HT", now);
         drain(&mut s);
@@ -384,7 +398,7 @@ mod tests {
 
     #[test]
     fn an_idle_connection_gets_the_keep_alive_deadline() {
-        let mut s = service(Router::default()).open(&Peer::Unix);
+        let mut s = service(Router::default()).open(&Peer::Unix, notifier());
         let now = Instant::now();
         s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", now);
         assert!(String::from_utf8(drain(&mut s))
@@ -401,10 +415,10 @@ mod tests {
 
     #[test]
     fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
-        let mut idle = service(Router::default()).open(&Peer::Unix);
+        let mut idle = service(Router::default()).open(&Peer::Unix, notifier());
         idle.on_shutdown();
         assert!(idle.done());
-        let mut busy = service(Router::default()).open(&Peer::Unix);
+        let mut busy = service(Router::default()).open(&Peer::Unix, notifier());
         busy.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
         busy.on_shutdown();
         // Done, but the backend closes only once the queued answer is written.
@@ -412,7 +426,7 @@ mod tests {
             .unwrap()
             .starts_with("HTTP/1.1 404"));
         assert!(busy.done());
-        let mut fresh = service(Router::default()).open(&Peer::Unix);
+        let mut fresh = service(Router::default()).open(&Peer::Unix, notifier());
         fresh.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n", Instant::now());
         fresh.on_shutdown();
         assert!(!fresh.done(), "a request on its way is answered");
@@ -426,7 +440,7 @@ mod tests {
     #[test]
     fn a_request_with_a_body_is_answered_after_its_body() {
         let router = Router::new(Some("/healthz".into()), vec![]).unwrap();
-        let mut s = service(router).open(&Peer::Unix);
+        let mut s = service(router).open(&Peer::Unix, notifier());
         let now = Instant::now();
         s.on_read(
             b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
