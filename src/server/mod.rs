@@ -24,6 +24,7 @@ use core_affinity::CoreId;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
+use crate::app::ServerAddr;
 use crate::backend::accept::Batch;
 use crate::backend::share::Board;
 use crate::backend::{self, Choice, Control, CoreContext, Kind, Service};
@@ -70,8 +71,20 @@ pub fn run(options: Options) -> io::Result<i32> {
     let control = Arc::new(Control::new(options.max_connections));
     let graceful = options.graceful_timeout;
 
+    let server = Arc::new(match &listener.addr {
+        listener::Address::Tcp(addr) => ServerAddr::Tcp {
+            host: match &options.listen {
+                Listen::Tcp { host, .. } => host.clone(),
+                Listen::Unix(_) => addr.ip().to_string(),
+            },
+            port: addr.port(),
+        },
+        listener::Address::Unix(path) => ServerAddr::Unix(path.clone()),
+    });
     let shared = Arc::new(session::Shared {
         router: options.router,
+        app: options.app,
+        server,
         limits: options.limits,
         header_read_timeout: options.header_read_timeout,
         keep_alive_timeout: options.keep_alive_timeout,
