@@ -320,6 +320,20 @@ pub fn spawn(cores: usize, run: RunFn, batch: Batch) -> Harness {
 
 impl Setup {
     pub fn spawn(self, run: RunFn) -> Harness {
+        let timeout = self.timeout;
+        self.spawn_service(run, move |core, journal| EchoService {
+            core,
+            timeout,
+            journal,
+        })
+    }
+
+    /// Cores running `run` with the service `make(core, journal)` builds.
+    pub fn spawn_service<S: Service + Send + 'static>(
+        self,
+        run: fn(CoreContext, S) -> io::Result<()>,
+        make: impl Fn(usize, Journal) -> S,
+    ) -> Harness {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -338,11 +352,7 @@ impl Setup {
                     control: control.clone(),
                     batch: self.batch,
                 };
-                let service = EchoService {
-                    core: index,
-                    timeout: self.timeout,
-                    journal: journal.clone(),
-                };
+                let service = make(index, journal.clone());
                 let handed = HandedCounter(handed.clone(), index);
                 std::thread::Builder::new()
                     .name(format!("test-core-{index}"))

@@ -8,6 +8,8 @@
 //! requests in flight, and are closed regardless at `--graceful-timeout`.
 
 mod access_log;
+#[cfg(test)]
+mod app_tests;
 pub mod cores;
 pub mod listener;
 pub mod session;
