@@ -3,7 +3,6 @@
 //! client, a client that leaves mid-answer).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
