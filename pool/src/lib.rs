@@ -1,16 +1,33 @@
-//! The pool: `--blocking-threads N` Python threads that run the views
-//! (SKELETON: to be implemented).
+//! The pool: `--blocking-threads N` Python threads that run the views.
 //!
 //! Each thread keeps one Python thread state for its whole life (no thread
 //! state is created per job). The job queue is bounded (`--backpressure`):
 //! [`Pool::try_submit`] refuses when it is full, and the pool calls its
 //! `on_room` callback once room frees, so a refused submitter can retry. A
 //! submit wakes a pool thread only if one is parked: the common path makes no
-//! syscall.
+//! syscall, and a submitter never touches the GIL.
+//!
+//! - `queue`: the bounded job queue, its parking and its `on_room` debt.
+//! - `thread`: a pool thread's loop and its kept thread state.
+//! - `turn`: the GIL turn (hand-off barrier, slice, keep rule).
+//! - `stats`: counters, and the histograms of `M0_POOL_DEBUG=1`.
 
+mod queue;
+mod stats;
+mod thread;
+mod turn;
+
+use std::io;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use pyo3::Python;
+
+use queue::JobQueue;
+pub use stats::Counters;
+pub use thread::keep_thread_state;
+use turn::Turn;
+pub use turn::{TurnConfig, SLICE};
 
 /// A view to run on a pool thread, with the GIL held.
 pub type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send + 'static>;
@@ -19,38 +36,96 @@ pub type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send + 'static>;
 pub struct Config {
     /// Pool threads (at least 1).
     pub threads: usize,
-    /// Jobs that may wait in the queue before submits are refused.
+    /// Jobs that may wait in the queue before submits are refused (at least 1).
     pub backpressure: usize,
 }
 
+/// Pool threads `m0-pool-0` … `m0-pool-{N-1}` and their job queue.
 pub struct Pool {
-    _config: Config,
+    queue: Arc<JobQueue<Job>>,
+    turn: Arc<Turn>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Pool {
     /// Start the threads. `on_room` is called (from a pool thread, without the
-    /// GIL) when a job is taken from a queue that had refused a submit.
-    pub fn start(config: Config, on_room: Arc<dyn Fn() + Send + Sync>) -> std::io::Result<Pool> {
-        let _ = on_room;
-        Ok(Pool { _config: config })
+    /// GIL) when a job is taken from a queue that had refused a submit; it may
+    /// be called once more than needed, so it should be a cheap, idempotent
+    /// wake that neither blocks nor runs Python.
+    ///
+    /// Does not wait for the threads to attach: the caller may hold the GIL.
+    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]).
+    pub fn start(config: Config, on_room: Arc<dyn Fn() + Send + Sync>) -> io::Result<Pool> {
+        Pool::start_with(config, TurnConfig::from_env(), on_room)
+    }
+
+    /// [`Pool::start`] with the GIL turn's switches given.
+    pub fn start_with(
+        config: Config,
+        turn: TurnConfig,
+        on_room: Arc<dyn Fn() + Send + Sync>,
+    ) -> io::Result<Pool> {
+        if config.threads == 0 || config.backpressure == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a pool needs at least one thread and room for one job (got {config:?})"),
+            ));
+        }
+        let mut pool = Pool {
+            queue: Arc::new(JobQueue::new(config.backpressure, on_room)),
+            turn: Arc::new(Turn::new(turn, config.threads)),
+            threads: Vec::with_capacity(config.threads),
+        };
+        for index in 0..config.threads {
+            let queue = pool.queue.clone();
+            let turn = pool.turn.clone();
+            // On an error, dropping `pool` closes the queue: the threads
+            // already started leave by themselves.
+            let thread = std::thread::Builder::new()
+                .name(format!("m0-pool-{index}"))
+                .spawn(move || thread::run(&queue, &turn))?;
+            pool.threads.push(thread);
+        }
+        Ok(pool)
     }
 
     /// Queue `job`; hands it back when the queue is full.
     pub fn try_submit(&self, job: Job) -> Result<(), Job> {
-        let _ = job;
-        todo!()
+        self.queue.push(job)
+    }
+
+    /// What the threads have done so far (the GIL turn's counters).
+    pub fn counters(&self) -> Counters {
+        self.turn.stats.counters()
     }
 
     /// Stop taking jobs, let the threads finish the queued ones, and join
-    /// them. Must be called without the GIL held.
-    pub fn shutdown(self) {
-        todo!()
+    /// them. Must be called without the GIL held (the threads need it to
+    /// finish): it panics otherwise rather than deadlock.
+    ///
+    /// Taking `self` means no `try_submit` can race it, so every job a submit
+    /// accepted runs.
+    pub fn shutdown(mut self) {
+        assert!(
+            !thread::attached(),
+            "Pool::shutdown must be called without the GIL held"
+        );
+        self.queue.close();
+        for thread in self.threads.drain(..) {
+            // A job's panic is caught in the thread; one that still ends it
+            // was printed by the panic hook already.
+            let _ = thread.join();
+        }
+        if let Some(report) = self.turn.stats.report() {
+            eprint!("{report}");
+        }
     }
 }
 
-/// Keep a Python thread state on the calling thread for its whole life, so
-/// that later attaches (`Python::attach`) reuse it instead of creating one per
-/// attach. For core threads in the loop-only shape.
-pub fn keep_thread_state() {
-    todo!()
+impl Drop for Pool {
+    /// A pool dropped without `shutdown` (possibly under the GIL) does not
+    /// join: its threads drain the queue and leave on their own.
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }

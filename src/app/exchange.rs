@@ -1,5 +1,4 @@
-//! One request's channel between its core thread and the application thread
-//! (SKELETON: bodies to be implemented).
+//! One request's channel between its core thread and the application thread.
 //!
 //! Nothing here knows Python. Blocking waits ([`Exchange::wait_body`],
 //! [`Exchange::wait_room`]) are separate from the non-blocking calls so that a
@@ -10,8 +9,19 @@
 //! ([`Exchange::try_send`] says so) — a slow client makes the app wait instead
 //! of the server buffering without bound. An inline exchange (loop-only shape)
 //! has no limits: its app runs on the core thread, which cannot wait for itself.
+//!
+//! State lives under one mutex; the app side blocks only in the two waits
+//! (a condvar signalled only while someone waits). The core is notified only
+//! on transitions it acts on: its event queue went from empty to non-empty
+//! (the end of the answer included), the app wants `100 Continue` sent, or
+//! body room freed after the core was told to stop reading. Limits:
+//! [`BODY_HIGH_WATER`] of request body buffered, [`RESPONSE_HIGH_WATER`] of
+//! answer queued or unwritten (body and file bytes; a head or an end is never
+//! refused).
 
+use std::collections::VecDeque;
 use std::fs::File;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::backend::Notifier;
 
@@ -58,77 +68,479 @@ pub enum Sent {
     Full(ResponseEvent),
 }
 
+/// Request body buffered for the app past which the core stops reading.
+pub const BODY_HIGH_WATER: usize = 256 * 1024;
+/// Answer bytes queued or unwritten past which the app's sends are refused.
+pub const RESPONSE_HIGH_WATER: usize = 512 * 1024;
+
+/// Where `100 Continue` stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Continue {
+    /// Not expected, or already answered.
+    No,
+    /// Expected; the app has not asked for the body yet.
+    Expected,
+    /// The app asked: the core is to send it.
+    Wanted,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Body chunks not read yet; `body[0][body_pos..]` is next.
+    body: VecDeque<Vec<u8>>,
+    body_pos: usize,
+    /// Bytes in `body` not read yet.
+    body_buffered: usize,
+    body_end: bool,
+    /// The core was told to stop reading (push_body returned false).
+    core_stopped: bool,
+    expect: Continue,
+    events: Vec<ResponseEvent>,
+    /// Answer bytes sent by the app and not yet written by the core.
+    unwritten: usize,
+    gone: bool,
+    /// App threads blocked in `wait_body` / `wait_room`: the condvar is
+    /// signalled only when someone waits (a signal costs a syscall).
+    waiters: usize,
+}
+
+/// One request's channel between its core and its application thread.
 pub struct Exchange {
-    _notifier: Notifier,
+    notifier: Notifier,
+    /// No limits: the app runs on the core thread, which cannot wait for itself.
+    inline: bool,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("inline", &self.inline)
+            .field("state", &self.state)
+            .finish()
+    }
 }
 
 impl Exchange {
     /// A new exchange whose core side is woken through `notifier`;
     /// `expect_continue`: the client waits for `100 Continue` before its body.
     pub fn new(notifier: Notifier, inline: bool, expect_continue: bool) -> Self {
-        let _ = (inline, expect_continue);
         Exchange {
-            _notifier: notifier,
+            notifier,
+            inline,
+            state: Mutex::new(State {
+                body: VecDeque::new(),
+                body_pos: 0,
+                body_buffered: 0,
+                body_end: false,
+                core_stopped: false,
+                expect: if expect_continue {
+                    Continue::Expected
+                } else {
+                    Continue::No
+                },
+                events: Vec::new(),
+                unwritten: 0,
+                gone: false,
+                waiters: 0,
+            }),
+            changed: Condvar::new(),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking app thread must not take the core down with it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wake the app threads blocked in a wait, if any.
+    fn wake_app(&self, state: &State) {
+        if state.waiters > 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    /// The app wants the body: a client waiting for `100 Continue` gets it.
+    /// Returns whether the core must be notified.
+    fn want_body(state: &mut State) -> bool {
+        if state.expect == Continue::Expected {
+            state.expect = Continue::Wanted;
+            return true;
+        }
+        false
     }
 
     // ---- the application's side (any thread but the core's, unless inline)
 
     /// Up to `max` bytes of the body, without blocking. The first read of a
     /// request that expects `100 Continue` asks the core to send it.
-    pub fn try_read_body(&self, _max: usize) -> Result<BodyRead, Gone> {
-        todo!()
+    pub fn try_read_body(&self, max: usize) -> Result<BodyRead, Gone> {
+        let mut s = self.lock();
+        if s.gone {
+            return Err(Gone);
+        }
+        let mut notify = Self::want_body(&mut s);
+        let read = if s.body_buffered > 0 && max > 0 {
+            let mut data = Vec::with_capacity(max.min(s.body_buffered));
+            while data.len() < max {
+                let pos = s.body_pos;
+                let Some(front) = s.body.front_mut() else {
+                    break;
+                };
+                let n = (front.len() - pos).min(max - data.len());
+                if pos == 0 && n == front.len() && data.is_empty() {
+                    // A whole chunk: hand it over without a copy.
+                    data = s.body.pop_front().expect("a front chunk");
+                } else {
+                    data.extend_from_slice(&front[pos..pos + n]);
+                    if pos + n == front.len() {
+                        s.body.pop_front();
+                        s.body_pos = 0;
+                    } else {
+                        s.body_pos += n;
+                    }
+                }
+            }
+            s.body_buffered -= data.len();
+            if s.core_stopped && s.body_buffered < BODY_HIGH_WATER {
+                s.core_stopped = false;
+                notify = true;
+            }
+            BodyRead::Data(data)
+        } else if s.body_end && s.body_buffered == 0 {
+            BodyRead::Eof
+        } else {
+            BodyRead::Empty
+        };
+        drop(s);
+        if notify {
+            self.notifier.notify();
+        }
+        Ok(read)
     }
+
     /// Block until body data, its end, or the client's departure.
     pub fn wait_body(&self) {
-        todo!()
+        let mut s = self.lock();
+        if Self::want_body(&mut s) {
+            self.notifier.notify();
+        }
+        s.waiters += 1;
+        while !s.gone && s.body_buffered == 0 && !s.body_end {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.waiters -= 1;
     }
+
     /// Queue an event for the core (waking it only if it had nothing queued).
-    pub fn try_send(&self, _event: ResponseEvent) -> Result<Sent, Gone> {
-        todo!()
+    pub fn try_send(&self, event: ResponseEvent) -> Result<Sent, Gone> {
+        let mut s = self.lock();
+        if s.gone {
+            return Err(Gone);
+        }
+        let size = match &event {
+            ResponseEvent::Body(data) => data.len(),
+            ResponseEvent::File { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
+            _ => 0,
+        };
+        // Only what carries bytes waits: a head or the end is never refused.
+        if !self.inline && size > 0 && s.unwritten >= RESPONSE_HIGH_WATER {
+            return Ok(Sent::Full(event));
+        }
+        s.unwritten = s.unwritten.saturating_add(size);
+        let first = s.events.is_empty();
+        s.events.push(event);
+        drop(s);
+        // A core with events already queued was notified and has not taken them.
+        if first {
+            self.notifier.notify();
+        }
+        Ok(Sent::Queued)
     }
+
     /// Block until the core has written enough to take more, or the client left.
     pub fn wait_room(&self) {
-        todo!()
+        let mut s = self.lock();
+        s.waiters += 1;
+        while !s.gone && s.unwritten >= RESPONSE_HIGH_WATER {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.waiters -= 1;
     }
+
     pub fn is_gone(&self) -> bool {
-        todo!()
+        self.lock().gone
     }
+
     /// Wake the core side (e.g. an app whose queue refused this request has room now).
     pub fn notify(&self) {
-        todo!()
+        self.notifier.notify();
     }
 
     // ---- the core's side
 
     /// Body bytes read from the client. Returns false when the app has enough
     /// buffered: stop reading until notified.
-    pub fn push_body(&self, _data: Vec<u8>) -> bool {
-        todo!()
+    pub fn push_body(&self, data: Vec<u8>) -> bool {
+        let mut s = self.lock();
+        if s.gone || data.is_empty() {
+            return true;
+        }
+        s.body_buffered += data.len();
+        s.body.push_back(data);
+        self.wake_app(&s);
+        let room = self.inline || s.body_buffered < BODY_HIGH_WATER;
+        s.core_stopped = !room;
+        room
     }
+
     /// The request body is complete.
     pub fn end_body(&self) {
-        todo!()
+        let mut s = self.lock();
+        s.body_end = true;
+        self.wake_app(&s);
     }
+
     /// Whether the app has taken enough of the body for the core to read more.
     pub fn body_room(&self) -> bool {
-        todo!()
+        self.inline || self.lock().body_buffered < BODY_HIGH_WATER
     }
+
     /// Take every event the app has queued, in order.
-    pub fn take_events(&self, _into: &mut Vec<ResponseEvent>) {
-        todo!()
+    pub fn take_events(&self, into: &mut Vec<ResponseEvent>) {
+        into.append(&mut self.lock().events);
     }
+
     /// The core wrote `n` bytes of the answer: credit for the app.
-    pub fn written(&self, _n: usize) {
-        todo!()
+    pub fn written(&self, n: usize) {
+        let mut s = self.lock();
+        let was_full = s.unwritten >= RESPONSE_HIGH_WATER;
+        s.unwritten = s.unwritten.saturating_sub(n);
+        if was_full && s.unwritten < RESPONSE_HIGH_WATER {
+            self.wake_app(&s);
+        }
     }
+
     /// Whether the app asked for the body of a request expecting `100 Continue`
     /// (answered once: the flag is cleared).
     pub fn take_continue(&self) -> bool {
-        todo!()
+        let mut s = self.lock();
+        if s.expect == Continue::Wanted {
+            s.expect = Continue::No;
+            return true;
+        }
+        false
     }
+
     /// The connection is gone: the app's reads end and its sends fail.
     pub fn close(&self) {
-        todo!()
+        let mut s = self.lock();
+        if !s.gone {
+            s.gone = true;
+            s.body.clear();
+            s.body_buffered = 0;
+            s.events.clear();
+            self.wake_app(&s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::share::Board;
+    use crate::backend::slab::Key;
+    use std::sync::Arc;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    /// An exchange and the board its notifications land on.
+    fn exchange(inline: bool, expect_continue: bool) -> (Arc<Exchange>, Arc<Board>) {
+        let board = Board::new(1);
+        let notifier = Notifier::new(board.clone(), 0, Key::new(3, 1));
+        let ex = Exchange::new(notifier, inline, expect_continue);
+        (Arc::new(ex), board)
+    }
+
+    fn notified(board: &Board) -> usize {
+        board.take_ready(0).count()
+    }
+
+    /// Run `f` on a thread; assert it is still blocked after a while, then
+    /// run `release` and assert `f` returns soon after.
+    fn blocks_until(f: impl FnOnce() + Send + 'static, release: impl FnOnce()) {
+        let t = thread::spawn(f);
+        thread::sleep(Duration::from_millis(100));
+        assert!(!t.is_finished(), "returned without waiting");
+        release();
+        let start = Instant::now();
+        while !t.is_finished() {
+            assert!(start.elapsed() < Duration::from_secs(5), "never woke");
+            thread::sleep(Duration::from_millis(2));
+        }
+        t.join().unwrap();
+    }
+
+    fn data(ex: &Exchange, max: usize) -> Vec<u8> {
+        match ex.try_read_body(max) {
+            Ok(BodyRead::Data(d)) => d,
+            other => panic!("expected data, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_body_is_read_in_order_in_pieces_then_eof() {
+        let (ex, board) = exchange(false, false);
+        assert_eq!(ex.try_read_body(10), Ok(BodyRead::Empty));
+        assert!(ex.push_body(b"hello ".to_vec()));
+        assert!(ex.push_body(b"world".to_vec()));
+        assert_eq!(data(&ex, 4), b"hell");
+        assert_eq!(data(&ex, 100), b"o world");
+        assert_eq!(ex.try_read_body(10), Ok(BodyRead::Empty));
+        ex.end_body();
+        assert_eq!(ex.try_read_body(10), Ok(BodyRead::Eof));
+        assert_eq!(notified(&board), 0, "nothing the core needed to hear");
+    }
+
+    #[test]
+    fn the_core_stops_at_the_high_water_and_is_notified_once_room_frees() {
+        let (ex, board) = exchange(false, false);
+        let chunk = vec![7u8; 64 * 1024];
+        let mut pushed = 0;
+        while ex.push_body(chunk.clone()) {
+            pushed += chunk.len();
+            assert!(pushed < 2 * BODY_HIGH_WATER, "never told to stop");
+        }
+        pushed += chunk.len();
+        assert_eq!(pushed, BODY_HIGH_WATER, "stopped at the high water");
+        assert!(!ex.body_room());
+        assert_eq!(data(&ex, 1000).len(), 1000);
+        assert!(ex.body_room());
+        assert_eq!(notified(&board), 1, "the core is told room freed");
+        data(&ex, 1000);
+        assert_eq!(notified(&board), 0, "once, not on every read");
+    }
+
+    #[test]
+    fn wait_body_blocks_until_data_arrives() {
+        let (ex, _board) = exchange(false, false);
+        let app = ex.clone();
+        blocks_until(
+            move || {
+                app.wait_body();
+                assert_eq!(data(&app, 10), b"late");
+            },
+            || assert!(ex.push_body(b"late".to_vec())),
+        );
+        let app = ex.clone();
+        blocks_until(move || app.wait_body(), || ex.end_body());
+    }
+
+    #[test]
+    fn the_first_body_read_asks_for_100_continue_once() {
+        let (ex, board) = exchange(false, true);
+        assert!(!ex.take_continue(), "not before the app asks");
+        assert_eq!(ex.try_read_body(10), Ok(BodyRead::Empty));
+        assert_eq!(notified(&board), 1);
+        assert!(ex.take_continue());
+        assert!(!ex.take_continue(), "answered once");
+        ex.try_read_body(10).unwrap();
+        assert_eq!(notified(&board), 0);
+
+        let (plain, board) = exchange(false, false);
+        plain.try_read_body(10).unwrap();
+        assert!(!plain.take_continue());
+        assert_eq!(notified(&board), 0);
+
+        // A blocking wait asks too (the client would never send the body).
+        let (waiting, board) = exchange(false, true);
+        let app = waiting.clone();
+        blocks_until(move || app.wait_body(), || waiting.end_body());
+        assert_eq!(notified(&board), 1);
+        assert!(waiting.take_continue());
+    }
+
+    #[test]
+    fn events_notify_the_core_only_when_its_queue_was_empty() {
+        let (ex, board) = exchange(false, false);
+        let send = |e| assert!(matches!(ex.try_send(e), Ok(Sent::Queued)));
+        send(ResponseEvent::Start {
+            status: 200,
+            headers: vec![],
+        });
+        send(ResponseEvent::Body(b"a".to_vec()));
+        send(ResponseEvent::Body(b"b".to_vec()));
+        assert_eq!(notified(&board), 1);
+        let mut got = Vec::new();
+        ex.take_events(&mut got);
+        assert!(matches!(
+            got.as_slice(),
+            [ResponseEvent::Start { status: 200, .. }, ResponseEvent::Body(a), ResponseEvent::Body(b)]
+                if a == b"a" && b == b"b"
+        ));
+        send(ResponseEvent::End);
+        assert_eq!(notified(&board), 1, "the queue was emptied: notify again");
+    }
+
+    #[test]
+    fn a_full_answer_makes_the_app_wait_until_the_core_writes() {
+        let (ex, _board) = exchange(false, false);
+        let big = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER + 4096]);
+        assert!(matches!(ex.try_send(big), Ok(Sent::Queued)));
+        match ex.try_send(ResponseEvent::Body(b"more".to_vec())) {
+            Ok(Sent::Full(ResponseEvent::Body(b))) => assert_eq!(b, b"more", "handed back"),
+            other => panic!("expected Full, got {other:?}"),
+        }
+        assert!(
+            matches!(ex.try_send(ResponseEvent::End), Ok(Sent::Queued)),
+            "the end is never refused"
+        );
+        ex.written(4096); // not enough: still at the high water
+        let app = ex.clone();
+        blocks_until(
+            move || {
+                app.wait_room();
+                let sent = app.try_send(ResponseEvent::Body(b"more".to_vec()));
+                assert!(matches!(sent, Ok(Sent::Queued)));
+            },
+            || ex.written(RESPONSE_HIGH_WATER),
+        );
+    }
+
+    #[test]
+    fn close_wakes_waiters_and_fails_the_apps_calls() {
+        let (ex, _board) = exchange(false, false);
+        assert!(matches!(
+            ex.try_send(ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER])),
+            Ok(Sent::Queued)
+        ));
+        let (reader, writer) = (ex.clone(), ex.clone());
+        let closer = ex.clone();
+        blocks_until(
+            move || {
+                let r = thread::spawn(move || reader.wait_body());
+                writer.wait_room();
+                r.join().unwrap();
+            },
+            move || closer.close(),
+        );
+        assert!(ex.is_gone());
+        assert_eq!(ex.try_read_body(10), Err(Gone));
+        assert!(matches!(ex.try_send(ResponseEvent::End), Err(Gone)));
+        let mut events = Vec::new();
+        ex.take_events(&mut events);
+        assert!(events.is_empty(), "nobody will write them");
+    }
+
+    #[test]
+    fn an_inline_exchange_has_no_limits() {
+        let (ex, _board) = exchange(true, false);
+        assert!(ex.push_body(vec![0; 4 * BODY_HIGH_WATER]));
+        assert!(ex.body_room());
+        for _ in 0..4 {
+            let body = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER]);
+            assert!(matches!(ex.try_send(body), Ok(Sent::Queued)));
+        }
     }
 }

@@ -8,6 +8,8 @@
 //! only when it has something new.
 
 pub mod exchange;
+#[cfg(test)]
+pub mod testing;
 
 pub use exchange::{BodyRead, Exchange, Gone, ResponseEvent, Sent};
 

@@ -14,6 +14,7 @@ pub mod portable;
 pub mod select;
 pub mod sendfile;
 pub mod share;
+pub mod slab;
 #[cfg(test)]
 pub mod testing;
 pub mod timers;
@@ -67,6 +68,10 @@ pub trait Session {
     fn idle(&self) -> bool;
     /// Graceful shutdown began: finish the request in flight, then be done.
     fn on_shutdown(&mut self);
+    /// The session's [`Notifier`] fired (another thread has something for
+    /// it). The backend then drives the session as after `on_read`: output,
+    /// reads if it wants input again, `done`, the deadline.
+    fn on_notify(&mut self, now: Instant);
 }
 
 /// The peer of an accepted connection.
@@ -80,23 +85,40 @@ pub enum Peer {
 /// Makes a [`Session`] for each admitted connection; one per core thread.
 pub trait Service {
     type Session: Session;
-    fn open(&mut self, peer: &Peer) -> Self::Session;
+    /// A session for a new connection; `notifier` wakes it from other threads.
+    fn open(&mut self, peer: &Peer, notifier: Notifier) -> Self::Session;
 }
 
-/// Wakes one session from another thread (SKELETON): the session's token goes
-/// to its core's ready queue, the core is woken if parked, and the backend
-/// calls the session's `on_notify` in its next pass.
+/// Wakes one session from another thread: the session's key goes to its
+/// core's ready queue, the core is woken only if parked, and the backend calls
+/// the session's [`Session::on_notify`] in its next pass. A notification for a
+/// session that has closed since finds a newer generation in its slot (or
+/// none) and is dropped.
 #[derive(Clone)]
 pub struct Notifier {
     board: Arc<share::Board>,
     core: usize,
-    token: u64,
+    key: slab::Key,
 }
 
 impl Notifier {
+    /// The notifier of the session `key` on core `core`.
+    pub fn new(board: Arc<share::Board>, core: usize, key: slab::Key) -> Notifier {
+        Notifier { board, core, key }
+    }
+
+    /// Queue the session for its core's next pass (any thread, lock-free).
     pub fn notify(&self) {
-        let _ = (&self.board, self.core, self.token);
-        todo!()
+        self.board.notify(self.core, self.key.to_bits());
+    }
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("core", &self.core)
+            .field("key", &self.key)
+            .finish()
     }
 }
 
@@ -146,6 +168,11 @@ impl CoreContext {
     pub fn admitted(&self, handed: bool) {
         self.board.count(self.index, 1);
         tracing::debug!(core = self.index, handed, "admitted connection");
+    }
+
+    /// The notifier of session `key` on this core.
+    pub fn notifier(&self, key: slab::Key) -> Notifier {
+        Notifier::new(self.board.clone(), self.index, key)
     }
 
     /// Record that a connection this core owned was closed.

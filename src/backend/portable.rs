@@ -25,6 +25,7 @@ use socket2::Socket;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
 use super::sendfile::send_file;
+use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
 use super::{admit, Accepted, CoreContext, Output, Service, Session, Wake};
 
@@ -53,7 +54,7 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
         ctx,
         service,
         poll,
-        conns: Slots::default(),
+        conns: Slab::default(),
         timers: Timers::default(),
         buf: vec![0; READ_BUF],
         listen: Door::default(),
@@ -160,7 +161,7 @@ struct Core<S: Service> {
     ctx: CoreContext,
     service: S,
     poll: Poll,
-    conns: Slots<Conn<S::Session>>,
+    conns: Slab<Conn<S::Session>>,
     timers: Timers,
     buf: Vec<u8>,
     /// The shared listener's door.
@@ -172,7 +173,7 @@ struct Core<S: Service> {
     /// Shutdown began: sessions were told, idle ones closed.
     draining: bool,
     /// Connections a read budget left readable, served next pass.
-    revisit: Vec<usize>,
+    revisit: Vec<Key>,
     /// Scratch for the deadlines due in a pass.
     due: Vec<(usize, Instant)>,
 }
@@ -220,12 +221,13 @@ impl<S: Service> Core<S> {
                     Token(t) => self.ready(t, event),
                 }
             }
-            for t in revisit {
-                if let Some(c) = self.conns.get_mut(t) {
+            for key in revisit {
+                if let Some(c) = self.conns.get_mut(key) {
                     c.queued = false;
-                    self.drive(t);
+                    self.drive(key);
                 }
             }
+            self.notified();
 
             // The doors last: connections already held are served first.
             if self.ctx.board.has_handoffs(me) {
@@ -267,56 +269,74 @@ impl<S: Service> Core<S> {
         until.map(|t| t.saturating_duration_since(now))
     }
 
-    /// The wait reported connection `t`.
-    fn ready(&mut self, t: usize, event: &Event) {
+    /// The wait reported the connection in slot `slot`.
+    fn ready(&mut self, slot: usize, event: &Event) {
         // A slot closed earlier in this pass (or reused since) is harmless:
         // readiness is only a hint that a read or write may not block.
-        let Some(c) = self.conns.get_mut(t) else {
+        let Some(key) = self.conns.key_of(slot) else {
             return;
         };
+        let c = self.conns.get_mut(key).expect("a live slot");
         if event.is_error() {
-            self.close(t);
+            self.close(key);
             return;
         }
         c.readable |= event.is_readable() || event.is_read_closed();
         c.writable |= event.is_writable() || event.is_write_closed();
-        self.drive(t);
+        self.drive(key);
     }
 
-    /// Serve connection `t` as far as it goes now; close it when it is done
+    /// Serve the sessions other threads notified: `on_notify`, then drive
+    /// them as after a read (a session that wants input again is read at
+    /// once: its socket is remembered readable until a read would block).
+    fn notified(&mut self) {
+        let now = Instant::now();
+        let board = self.ctx.board.clone();
+        for bits in board.take_ready(self.ctx.index) {
+            let key = Key::from_bits(bits);
+            // Stale (the connection closed, its slot perhaps reused): dropped.
+            if let Some(c) = self.conns.get_mut(key) {
+                c.session.on_notify(now);
+                self.drive(key);
+            }
+        }
+    }
+
+    /// Serve connection `key` as far as it goes now; close it when it is done
     /// (or failed), else re-arm its deadline.
-    fn drive(&mut self, t: usize) {
-        let Some(c) = self.conns.get_mut(t) else {
+    fn drive(&mut self, key: Key) {
+        let Some(c) = self.conns.get_mut(key) else {
             return;
         };
         match c.drive(&mut self.buf, Instant::now()) {
-            Ok(Driven::Close) => self.close(t),
+            Ok(Driven::Close) => self.close(key),
             Err(e) => {
                 tracing::debug!(core = self.ctx.index, "closing a connection: {e}");
-                self.close(t);
+                self.close(key);
             }
             Ok(state) => {
                 if matches!(state, Driven::Revisit) && !c.queued {
                     c.queued = true;
-                    self.revisit.push(t);
+                    self.revisit.push(key);
                 }
                 if !c.writable && !c.write_interest {
                     // MOD re-checks readiness, so space freed since the
                     // write blocked is still reported.
                     let fd = c.sock.as_raw_fd();
                     let interest = Interest::READABLE | Interest::WRITABLE;
-                    if let Err(e) =
-                        self.poll
-                            .registry()
-                            .reregister(&mut SourceFd(&fd), Token(t), interest)
-                    {
+                    if let Err(e) = self.poll.registry().reregister(
+                        &mut SourceFd(&fd),
+                        Token(key.slot() as usize),
+                        interest,
+                    ) {
                         tracing::warn!(core = self.ctx.index, "registering for writes: {e}");
-                        self.close(t);
+                        self.close(key);
                         return;
                     }
                     c.write_interest = true;
                 }
-                self.timers.arm(t, &mut c.armed, c.session.deadline());
+                self.timers
+                    .arm(key.slot() as usize, &mut c.armed, c.session.deadline());
             }
         }
     }
@@ -379,10 +399,10 @@ impl<S: Service> Core<S> {
         };
         self.ctx.admitted(handed);
         let raw = fd.as_raw_fd();
-        let session = self.service.open(&peer);
-        let t = self.conns.insert(Conn {
+        let (service, ctx) = (&mut self.service, &self.ctx);
+        let key = self.conns.insert_with(|key| Conn {
             sock: Socket::from(fd),
-            session,
+            session: service.open(&peer, ctx.notifier(key)),
             readable: true,
             writable: true,
             eof: false,
@@ -390,31 +410,31 @@ impl<S: Service> Core<S> {
             write_interest: false,
             armed: Armed::default(),
         });
-        if let Err(e) =
-            self.poll
-                .registry()
-                .register(&mut SourceFd(&raw), Token(t), Interest::READABLE)
-        {
+        if let Err(e) = self.poll.registry().register(
+            &mut SourceFd(&raw),
+            Token(key.slot() as usize),
+            Interest::READABLE,
+        ) {
             tracing::warn!(core = self.ctx.index, "registering a connection: {e}");
-            self.close(t);
+            self.close(key);
             return;
         }
-        self.drive(t);
+        self.drive(key);
         if self.draining {
-            self.shut(t);
+            self.shut(key);
         }
     }
 
-    /// Tell connection `t` shutdown began; close it if idle, else serve it on.
-    fn shut(&mut self, t: usize) {
-        let Some(c) = self.conns.get_mut(t) else {
+    /// Tell connection `key` shutdown began; close it if idle, else serve it on.
+    fn shut(&mut self, key: Key) {
+        let Some(c) = self.conns.get_mut(key) else {
             return;
         };
         c.session.on_shutdown();
         if c.session.idle() {
-            self.close(t);
+            self.close(key);
         } else {
-            self.drive(t);
+            self.drive(key);
         }
     }
 
@@ -435,8 +455,8 @@ impl<S: Service> Core<S> {
         self.listen.clear();
         self.handoffs.clear();
         self.draining = true;
-        for t in self.conns.tokens() {
-            self.shut(t);
+        for key in self.conns.keys() {
+            self.shut(key);
         }
     }
 
@@ -446,8 +466,11 @@ impl<S: Service> Core<S> {
         // re-armed by `drive` and must wait for the next pass, not loop here.
         let mut due = std::mem::take(&mut self.due);
         due.extend(std::iter::from_fn(|| self.timers.pop_due(now)));
-        for &(t, at) in &due {
-            let Some(c) = self.conns.get_mut(t) else {
+        for &(slot, at) in &due {
+            let Some(key) = self.conns.key_of(slot) else {
+                continue;
+            };
+            let Some(c) = self.conns.get_mut(key) else {
                 continue;
             };
             if !c.armed.fired(at) {
@@ -456,14 +479,14 @@ impl<S: Service> Core<S> {
             if c.session.deadline().is_some_and(|d| d <= now) {
                 c.session.on_deadline(now);
             }
-            self.drive(t);
+            self.drive(key);
         }
         due.clear();
         self.due = due;
     }
 
-    fn close(&mut self, t: usize) {
-        if let Some(c) = self.conns.remove(t) {
+    fn close(&mut self, key: Key) {
+        if let Some(c) = self.conns.remove(key) {
             let fd = c.sock.as_raw_fd();
             if let Err(e) = self.poll.registry().deregister(&mut SourceFd(&fd)) {
                 tracing::debug!(core = self.ctx.index, "deregistering a connection: {e}");
@@ -474,8 +497,8 @@ impl<S: Service> Core<S> {
     }
 
     fn close_all(&mut self) {
-        for t in self.conns.tokens() {
-            self.close(t);
+        for key in self.conns.keys() {
+            self.close(key);
         }
     }
 }
@@ -511,81 +534,9 @@ fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(sock.into())
 }
 
-/// A slab: connections by token, slots reused.
-struct Slots<T> {
-    items: Vec<Option<T>>,
-    free: Vec<usize>,
-    len: usize,
-}
-
-impl<T> Default for Slots<T> {
-    fn default() -> Self {
-        Slots {
-            items: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<T> Slots<T> {
-    fn insert(&mut self, item: T) -> usize {
-        self.len += 1;
-        match self.free.pop() {
-            Some(t) => {
-                self.items[t] = Some(item);
-                t
-            }
-            None => {
-                self.items.push(Some(item));
-                self.items.len() - 1
-            }
-        }
-    }
-
-    fn remove(&mut self, t: usize) -> Option<T> {
-        let item = self.items.get_mut(t)?.take()?;
-        self.free.push(t);
-        self.len -= 1;
-        Some(item)
-    }
-
-    fn get_mut(&mut self, t: usize) -> Option<&mut T> {
-        self.items.get_mut(t)?.as_mut()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The occupied tokens now (a copy: callers close as they go).
-    fn tokens(&self) -> Vec<usize> {
-        (0..self.items.len())
-            .filter(|&t| self.items[t].is_some())
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::backend::testing::{self, EchoService};
 
     testing::conformance!(super::run::<EchoService>);
-
-    #[test]
-    fn slots_reuse_freed_tokens() {
-        let mut s = Slots::default();
-        let a = s.insert('a');
-        let b = s.insert('b');
-        assert_eq!(s.remove(a), Some('a'));
-        assert_eq!(s.remove(a), None, "a slot is removed once");
-        let c = s.insert('c');
-        assert_eq!(c, a);
-        assert_eq!(s.tokens(), vec![a, b]);
-        assert_eq!(s.get_mut(c), Some(&mut 'c'));
-        s.remove(b);
-        s.remove(c);
-        assert!(s.is_empty());
-    }
 }

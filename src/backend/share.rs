@@ -28,6 +28,9 @@ pub struct Slot {
     handoffs: SegQueue<Accepted>,
     /// Nanoseconds since the board's epoch at which the current pass began.
     pass_start: AtomicU64,
+    /// Sessions notified from other threads (their [`super::slab::Key`] bits),
+    /// served in this core's next pass.
+    ready: SegQueue<u64>,
     /// Connections this core owns.
     connections: AtomicUsize,
     parked: Parked,
@@ -88,12 +91,12 @@ impl Board {
     }
 
     /// Core `core` is about to block in its wait. Returns false when a
-    /// hand-off arrived meanwhile: the core must not block then.
+    /// hand-off or a notification arrived meanwhile: the core must not block then.
     pub fn park(&self, core: usize) -> bool {
         let slot = &self.slots[core];
         slot.parked.set(true);
         // A sibling that pushed before seeing `parked` did not wake us: look again.
-        if slot.handoffs.is_empty() {
+        if slot.handoffs.is_empty() && slot.ready.is_empty() {
             true
         } else {
             slot.parked.set(false);
@@ -156,6 +159,22 @@ impl Board {
     /// The next connection handed to `core`.
     pub fn take_handoff(&self, core: usize) -> Option<Accepted> {
         self.slots[core].handoffs.pop()
+    }
+
+    /// Queue session `key` (its [`super::slab::Key`] bits) for `core`'s next
+    /// pass, and wake the core if parked: from any thread, no syscall unless
+    /// the core sleeps.
+    pub fn notify(&self, core: usize, key: u64) {
+        self.slots[core].ready.push(key);
+        self.wake(core);
+    }
+
+    /// The sessions notified for `core` so far, at most as many as were
+    /// queued when called: a thread that keeps notifying cannot hold the
+    /// core in one pass.
+    pub fn take_ready(&self, core: usize) -> impl Iterator<Item = u64> + '_ {
+        let ready = &self.slots[core].ready;
+        (0..ready.len()).map_while(|_| ready.pop())
     }
 
     /// Whether anything waits at `core`'s hand-off door.
@@ -228,5 +247,40 @@ mod tests {
         assert!(!b.park(1));
         assert!(b.take_handoff(1).is_some());
         assert!(b.park(1));
+    }
+
+    #[test]
+    fn park_refuses_while_a_notification_waits() {
+        let b = Board::new(2);
+        b.notify(1, 7);
+        assert!(!b.park(1));
+        assert!(b.park(0), "another core's queue does not matter");
+        b.notify(1, 9);
+        assert_eq!(b.take_ready(1).collect::<Vec<_>>(), vec![7, 9]);
+        assert!(b.park(1));
+    }
+
+    #[test]
+    fn a_notification_wakes_a_parked_core_only() {
+        struct Count(Arc<AtomicUsize>);
+        impl Wake for Count {
+            fn wake(&self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let b = Board::new(1);
+        let wakes = Arc::new(AtomicUsize::new(0));
+        b.set_waker(0, Box::new(Count(wakes.clone())));
+        b.begin_pass(0);
+        b.notify(0, 1);
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            0,
+            "a running core is not woken"
+        );
+        assert_eq!(b.take_ready(0).count(), 1);
+        assert!(b.park(0));
+        b.notify(0, 2);
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "a parked core is woken");
     }
 }

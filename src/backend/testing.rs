@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::accept::Batch;
 use super::share::Board;
-use super::{Accepted, Control, CoreContext, Output, Peer, Service, Session};
+use super::{Accepted, Control, CoreContext, Notifier, Output, Peer, Service, Session};
 
 /// A backend's entry point, instantiated for the echo service.
 pub type RunFn = fn(CoreContext, EchoService) -> io::Result<()>;
@@ -43,6 +43,8 @@ pub enum Entry {
     Opened { core: usize },
     /// A complete line (without its newline) was read on core `core`.
     Line { core: usize, line: String },
+    /// A session's `on_notify` was called.
+    Notified { core: usize },
     /// A session's deadline fired.
     Deadline { core: usize },
     /// `on_deadline` was called before the session's deadline: a backend bug.
@@ -86,7 +88,9 @@ impl Journal {
 /// Echoes every byte back. Lines are commands too: `quit` ends the session
 /// (after its echo), `sleep N` blocks the core thread for N ms before echoing
 /// (a view served inline, as on a loop-only core), `file PATH` sends the
-/// file's bytes after the echo as [`Output::File`].
+/// file's bytes after the echo as [`Output::File`]. Two answer through the
+/// session's [`Notifier`], from a thread, after N ms: `later N` (answered
+/// `done N`) and `pause N` (no input is read until `resumed` is sent).
 #[derive(Clone)]
 pub struct EchoService {
     core: usize,
@@ -98,7 +102,7 @@ pub struct EchoService {
 impl Service for EchoService {
     type Session = EchoSession;
 
-    fn open(&mut self, _peer: &Peer) -> EchoSession {
+    fn open(&mut self, _peer: &Peer, notifier: Notifier) -> EchoSession {
         self.journal.push(Entry::Opened { core: self.core });
         EchoSession {
             core: self.core,
@@ -113,6 +117,9 @@ impl Service for EchoService {
             eof: false,
             expired: false,
             shutdown: false,
+            notifier,
+            mailbox: Arc::default(),
+            paused: false,
         }
     }
 }
@@ -134,6 +141,11 @@ pub struct EchoSession {
     eof: bool,
     expired: bool,
     shutdown: bool,
+    notifier: Notifier,
+    /// What threads answering `later`/`pause` left for `on_notify` to send.
+    mailbox: Arc<Mutex<Vec<u8>>>,
+    /// Not reading (`pause N`) until notified.
+    paused: bool,
 }
 
 impl EchoSession {
@@ -151,10 +163,27 @@ impl EchoSession {
             let file = std::fs::File::open(path).expect("file to send");
             let len = file.metadata().unwrap().len() as usize;
             self.file = Some((file, 0, len));
+        } else if let Some(ms) = line.strip_prefix("later ") {
+            self.answer_later(ms, format!("done {ms}\n"));
+        } else if let Some(ms) = line.strip_prefix("pause ") {
+            self.paused = true;
+            self.answer_later(ms, "resumed\n".into());
         } else if let Some(ms) = line.strip_prefix("sleep ") {
             let ms: u64 = ms.trim().parse().expect("sleep takes milliseconds");
             std::thread::sleep(Duration::from_millis(ms));
         }
+    }
+
+    /// After `ms` milliseconds a thread leaves `answer` in the mailbox and
+    /// notifies the session: what an application thread does.
+    fn answer_later(&self, ms: &str, answer: String) {
+        let ms: u64 = ms.trim().parse().expect("milliseconds");
+        let (mailbox, notifier) = (self.mailbox.clone(), self.notifier.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            mailbox.lock().unwrap().extend_from_slice(answer.as_bytes());
+            notifier.notify();
+        });
     }
 }
 
@@ -209,7 +238,10 @@ impl Session for EchoSession {
     }
 
     fn wants_read(&self) -> bool {
-        !self.done() && self.out.len() - self.sent < HIGH_WATER && self.file.is_none()
+        !self.done()
+            && !self.paused
+            && self.out.len() - self.sent < HIGH_WATER
+            && self.file.is_none()
     }
 
     fn done(&self) -> bool {
@@ -240,6 +272,12 @@ impl Session for EchoSession {
     fn on_shutdown(&mut self) {
         self.shutdown = true;
         self.journal.push(Entry::Shutdown { core: self.core });
+    }
+
+    fn on_notify(&mut self, _now: Instant) {
+        self.journal.push(Entry::Notified { core: self.core });
+        self.out.append(&mut self.mailbox.lock().unwrap());
+        self.paused = false;
     }
 }
 
@@ -282,6 +320,20 @@ pub fn spawn(cores: usize, run: RunFn, batch: Batch) -> Harness {
 
 impl Setup {
     pub fn spawn(self, run: RunFn) -> Harness {
+        let timeout = self.timeout;
+        self.spawn_service(run, move |core, journal| EchoService {
+            core,
+            timeout,
+            journal,
+        })
+    }
+
+    /// Cores running `run` with the service `make(core, journal)` builds.
+    pub fn spawn_service<S: Service + Send + 'static>(
+        self,
+        run: fn(CoreContext, S) -> io::Result<()>,
+        make: impl Fn(usize, Journal) -> S,
+    ) -> Harness {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -300,11 +352,7 @@ impl Setup {
                     control: control.clone(),
                     batch: self.batch,
                 };
-                let service = EchoService {
-                    core: index,
-                    timeout: self.timeout,
-                    journal: journal.clone(),
-                };
+                let service = make(index, journal.clone());
                 let handed = HandedCounter(handed.clone(), index);
                 std::thread::Builder::new()
                     .name(format!("test-core-{index}"))
@@ -789,6 +837,67 @@ pub fn hand_off_between_two_cores(run: RunFn) {
     h.shutdown(Duration::from_secs(1));
 }
 
+/// A session notified from another thread gets its answer while its core is
+/// parked (the notification wakes it), and a session that stopped reading
+/// until notified reads again after `on_notify`, although its input arrived
+/// while it was paused (no new readiness edge announces it).
+pub fn notified_sessions_answer_and_resume_reading(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let mut a = h.connect();
+    a.write_all(b"later 100\n").unwrap();
+    echo_read(&mut a, "later 100\n");
+    echo_read(&mut a, "done 100\n");
+
+    let mut b = h.connect();
+    b.write_all(b"pause 200\n").unwrap();
+    echo_read(&mut b, "pause 200\n");
+    let paused = Instant::now();
+    b.write_all(b"more\n").unwrap();
+    echo_read(&mut b, "resumed\n");
+    assert!(
+        paused.elapsed() >= Duration::from_millis(150),
+        "resumed after {:?}, before the notification",
+        paused.elapsed()
+    );
+    echo_read(&mut b, "more\n");
+    assert!(h.journal().lines().contains(&"more".to_string()));
+    assert_eq!(
+        h.journal().count(|e| matches!(e, Entry::Notified { .. })),
+        2
+    );
+    for c in [&mut a, &mut b] {
+        echo(c, "quit\n");
+        expect_eof(c);
+    }
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// A notification that arrives after its session closed reaches nobody, even
+/// when the closed session's slot holds a new connection by then.
+pub fn a_notification_for_a_closed_session_is_ignored(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let mut a = h.connect();
+    a.write_all(b"later 200\nquit\n").unwrap();
+    echo_read(&mut a, "later 200\nquit\n");
+    expect_eof(&mut a);
+    let dropped = Instant::now();
+    while h.journal().count(|e| matches!(e, Entry::Dropped { .. })) == 0 {
+        assert!(dropped.elapsed() < CLIENT_TIMEOUT, "never dropped");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Most likely in the slot the closed session left.
+    let mut b = h.connect();
+    echo(&mut b, "hi\n");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        h.journal().count(|e| matches!(e, Entry::Notified { .. })),
+        0,
+        "a stale notification was delivered"
+    );
+    echo(&mut b, "still here\n");
+    h.shutdown(Duration::from_secs(1));
+}
+
 /// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
 macro_rules! conformance {
     ($run:expr) => {
@@ -827,6 +936,14 @@ macro_rules! conformance {
         #[test]
         fn hand_off_between_two_cores() {
             $crate::backend::testing::hand_off_between_two_cores($run)
+        }
+        #[test]
+        fn notified_sessions_answer_and_resume_reading() {
+            $crate::backend::testing::notified_sessions_answer_and_resume_reading($run)
+        }
+        #[test]
+        fn a_notification_for_a_closed_session_is_ignored() {
+            $crate::backend::testing::a_notification_for_a_closed_session_is_ignored($run)
         }
     };
 }

@@ -7,6 +7,14 @@
 //! arm the timer for the next deadline, and submit: waiting for a completion
 //! unless a batch is owed or a hand-off arrived ([`super::share::Board::park`]).
 //!
+//! Every core arms a multishot accept on the one shared listener, and the
+//! kernel completes each accept on the ring whose accept was armed first:
+//! accept sharing is what spreads connections (that core hands them to idle
+//! siblings). The cost, left as it is: while that core is stuck in a long pass
+//! (a view in the loop-only shape), what the kernel accepted on its ring waits
+//! for it. The portable backend wakes every core's registration instead, and
+//! whichever accepts first serves.
+//!
 //! Writes copy the session's bytes into the connection's write buffer (the
 //! ring owns a buffer while the kernel uses it; a session's own buffer cannot
 //! be lent for that long). [`Output::File`] is read with a positioned read
@@ -29,6 +37,7 @@ use socket2::SockRef;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
 use super::admit;
+use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
 use super::{Accepted, CoreContext, Output, Service, Session, Wake};
 
@@ -129,6 +138,7 @@ impl<S: Service> Core<S> {
             }
             self.completions = completions;
             self.expire_deadlines(now);
+            self.notified(now);
 
             if self.ctx.control.shutting_down() {
                 if !self.draining {
@@ -174,17 +184,17 @@ impl<S: Service> Core<S> {
                 }
             },
             Completion::Received { token, buf, result } => {
-                self.on_received(token, buf, result, now)
+                self.on_received(key(token), buf, result, now)
             }
-            Completion::Sent { token, buf, result } => self.on_sent(token, buf, result, now),
-            Completion::ReadAt { token, buf, result } => self.on_file_read(token, buf, result),
+            Completion::Sent { token, buf, result } => self.on_sent(key(token), buf, result, now),
+            Completion::ReadAt { token, buf, result } => self.on_file_read(key(token), buf, result),
             // Their work (deadlines, hand-offs, shutdown) is looked at every pass.
             Completion::Timer | Completion::Woken => {}
         }
     }
 
-    fn on_received(&mut self, token: Token, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
-        let Some(conn) = self.conns.get_mut(token) else {
+    fn on_received(&mut self, key: Key, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         let buf = conn.rbuf.insert(buf);
@@ -197,15 +207,15 @@ impl<S: Service> Core<S> {
                 Ok(n) => conn.session.on_read(&buf[..n], now),
                 Err(e) => {
                     tracing::debug!(core = self.ctx.index, "recv failed: {e}");
-                    self.close(token);
+                    self.close(key);
                 }
             }
         }
-        self.drive(token);
+        self.drive(key);
     }
 
-    fn on_sent(&mut self, token: Token, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
-        let Some(conn) = self.conns.get_mut(token) else {
+    fn on_sent(&mut self, key: Key, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         conn.wbuf = Some(buf);
@@ -213,37 +223,37 @@ impl<S: Service> Core<S> {
             match result {
                 Ok(n) if n > 0 => conn.session.on_sent(n, now),
                 // A send of a non-empty buffer that moves nothing would repeat forever.
-                Ok(_) => self.close(token),
+                Ok(_) => self.close(key),
                 Err(e) => {
                     tracing::debug!(core = self.ctx.index, "send failed: {e}");
-                    self.close(token);
+                    self.close(key);
                 }
             }
         }
-        self.drive(token);
+        self.drive(key);
     }
 
     /// A chunk of an [`Output::File`] was read: send it.
-    fn on_file_read(&mut self, token: Token, mut buf: Vec<u8>, result: io::Result<usize>) {
-        let Some(conn) = self.conns.get_mut(token) else {
+    fn on_file_read(&mut self, key: Key, mut buf: Vec<u8>, result: io::Result<usize>) {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         match result {
             Ok(n) if n > 0 && !conn.closing => {
                 buf.truncate(n);
-                if let Err(e) = self.ring.send(token, conn.fd.as_fd(), buf) {
+                if let Err(e) = self.ring.send(token(key), conn.fd.as_fd(), buf) {
                     tracing::debug!(core = self.ctx.index, "send failed: {e}");
                     conn.wbuf = Some(Vec::with_capacity(WRITE_BUF));
-                    self.close(token);
+                    self.close(key);
                 }
             }
             _ => {
                 // An error, or the file ended before the length the session promised.
                 conn.wbuf = Some(buf);
-                self.close(token);
+                self.close(key);
             }
         }
-        self.drive(token);
+        self.drive(key);
     }
 
     /// Call `on_deadline` on every session whose armed deadline has passed.
@@ -252,17 +262,33 @@ impl<S: Service> Core<S> {
         // again next pass, not in a loop inside this one.
         let expired: Vec<_> = std::iter::from_fn(|| self.timers.pop_due(now)).collect();
         for (slot, at) in expired {
-            let Some(token) = self.conns.token_of(slot) else {
+            let Some(key) = self.conns.key_of(slot) else {
                 continue;
             };
-            let conn = self.conns.get_mut(token).expect("a live slot");
+            let conn = self.conns.get_mut(key).expect("a live slot");
             if !conn.armed.fired(at) {
                 continue; // stale: superseded, or a closed connection's
             }
             if !conn.closing && conn.session.deadline().is_some_and(|d| d <= now) {
                 conn.session.on_deadline(now);
             }
-            self.drive(token);
+            self.drive(key);
+        }
+    }
+
+    /// Serve the sessions other threads notified: `on_notify`, then drive
+    /// them as after a read (a recv is submitted if the session wants input
+    /// again and none is in flight).
+    fn notified(&mut self, now: Instant) {
+        let board = self.ctx.board.clone();
+        for bits in board.take_ready(self.ctx.index) {
+            let key = Key::from_bits(bits);
+            // Stale (closed, the slot perhaps reused) or closing: nothing to tell.
+            match self.conns.get_mut(key) {
+                Some(conn) if !conn.closing => conn.session.on_notify(now),
+                _ => continue,
+            }
+            self.drive(key);
         }
     }
 
@@ -355,24 +381,27 @@ impl<S: Service> Core<S> {
             }
         };
         self.ctx.admitted(handed);
-        let mut session = self.service.open(&peer);
-        if self.draining {
-            session.on_shutdown();
-        }
         let rbuf = self.spare_buf(READ_BUF);
         let wbuf = self.spare_buf(0);
-        let token = self.conns.insert(Conn {
-            fd,
-            session,
-            rbuf: Some(rbuf),
-            wbuf: Some(wbuf),
-            eof: false,
-            closing: false,
-            armed: Armed::default(),
+        let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
+        let key = self.conns.insert_with(|key| {
+            let mut session = service.open(&peer, ctx.notifier(key));
+            if draining {
+                session.on_shutdown();
+            }
+            Conn {
+                fd,
+                session,
+                rbuf: Some(rbuf),
+                wbuf: Some(wbuf),
+                eof: false,
+                closing: false,
+                armed: Armed::default(),
+            }
         });
         // The eager read: a request that came with the connection is served
         // now, inside this batch (which is why the batch is bounded).
-        let conn = self.conns.get_mut(token).expect("just inserted");
+        let conn = self.conns.get_mut(key).expect("just inserted");
         let mut read = false;
         if conn.session.wants_read() {
             let buf = conn.rbuf.as_mut().expect("no recv in flight yet");
@@ -386,10 +415,10 @@ impl<S: Service> Core<S> {
                     read = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => self.close(token),
+                Err(_) => self.close(key),
             }
         }
-        self.drive(token);
+        self.drive(key);
         if read {
             // Put the answer on the wire now, not after the rest of the batch.
             let _ = self.ring.submit();
@@ -398,39 +427,39 @@ impl<S: Service> Core<S> {
 
     /// After any event on a connection: start its next write, close it, or
     /// read more; keep its deadline armed; free it once closed and idle.
-    fn drive(&mut self, token: Token) {
-        let Some(conn) = self.conns.get_mut(token) else {
+    fn drive(&mut self, key: Key) {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         if !conn.closing {
-            if let Err(e) = start_write(&mut self.ring, token, conn) {
+            if let Err(e) = start_write(&mut self.ring, key, conn) {
                 tracing::debug!(core = self.ctx.index, "write failed: {e}");
-                self.close(token);
-                return self.drive(token);
+                self.close(key);
+                return self.drive(key);
             }
             let drained = conn.wbuf.is_some();
             let finished = conn.session.done() || (self.draining && conn.session.idle());
             if drained && finished {
-                self.close(token);
-                return self.drive(token);
+                self.close(key);
+                return self.drive(key);
             }
             if conn.session.wants_read() && !conn.eof {
                 if let Some(buf) = conn.rbuf.take() {
-                    if let Err(e) = self.ring.recv(token, conn.fd.as_fd(), buf) {
+                    if let Err(e) = self.ring.recv(token(key), conn.fd.as_fd(), buf) {
                         tracing::debug!(core = self.ctx.index, "recv failed: {e}");
                         conn.rbuf = Some(vec![0; READ_BUF]);
-                        self.close(token);
-                        return self.drive(token);
+                        self.close(key);
+                        return self.drive(key);
                     }
                 }
             }
             self.timers.arm(
-                token.slot() as usize,
+                key.slot() as usize,
                 &mut conn.armed,
                 conn.session.deadline(),
             );
         } else if !conn.in_flight() {
-            let conn = self.conns.remove(token).expect("looked up above");
+            let conn = self.conns.remove(key).expect("looked up above");
             self.recycle(conn.rbuf);
             self.recycle(conn.wbuf);
             drop(conn.fd);
@@ -440,8 +469,8 @@ impl<S: Service> Core<S> {
 
     /// Begin closing: shut the socket down (which ends a pending recv) and
     /// cancel what is in flight; [`Core::drive`] frees it once nothing is.
-    fn close(&mut self, token: Token) {
-        let Some(conn) = self.conns.get_mut(token) else {
+    fn close(&mut self, key: Key) {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         if conn.closing {
@@ -450,11 +479,11 @@ impl<S: Service> Core<S> {
         conn.closing = true;
         let _ = SockRef::from(&conn.fd).shutdown(Shutdown::Both);
         if conn.rbuf.is_none() {
-            let _ = self.ring.cancel(Op::Recv, token);
+            let _ = self.ring.cancel(Op::Recv, token(key));
         }
         if conn.wbuf.is_none() {
-            let _ = self.ring.cancel(Op::Send, token);
-            let _ = self.ring.cancel(Op::ReadAt, token);
+            let _ = self.ring.cancel(Op::Send, token(key));
+            let _ = self.ring.cancel(Op::ReadAt, token(key));
         }
     }
 
@@ -465,13 +494,13 @@ impl<S: Service> Core<S> {
         if let Err(e) = self.ring.cancel_accept() {
             tracing::warn!(core = self.ctx.index, "cancelling the accept failed: {e}");
         }
-        for token in self.conns.tokens() {
-            if let Some(conn) = self.conns.get_mut(token) {
+        for key in self.conns.keys() {
+            if let Some(conn) = self.conns.get_mut(key) {
                 if !conn.closing {
                     conn.session.on_shutdown();
                 }
             }
-            self.drive(token);
+            self.drive(key);
         }
         // Handed over with a reservation: admitted (admit calls on_shutdown).
         while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
@@ -486,8 +515,8 @@ impl<S: Service> Core<S> {
     /// The end: close every connection still open (the ring, dropped after
     /// this, cancels their operations and waits for its buffers).
     fn close_all(&mut self) {
-        for token in self.conns.tokens() {
-            if let Some(conn) = self.conns.remove(token) {
+        for key in self.conns.keys() {
+            if let Some(conn) = self.conns.remove(key) {
                 let _ = SockRef::from(&conn.fd).shutdown(Shutdown::Both);
                 drop(conn.fd);
                 self.ctx.closed();
@@ -515,8 +544,18 @@ impl<S: Service> Core<S> {
     }
 }
 
+/// The ring's name for connection `key` (the same slot and generation).
+fn token(key: Key) -> Token {
+    Token::new(key.slot(), key.generation())
+}
+
+/// The connection a completion's token names.
+fn key(token: Token) -> Key {
+    Key::new(token.slot(), token.generation())
+}
+
 /// Start the next write of `conn`'s output if none is in flight.
-fn start_write<T: Session>(ring: &mut Ring, token: Token, conn: &mut Conn<T>) -> io::Result<()> {
+fn start_write<T: Session>(ring: &mut Ring, key: Key, conn: &mut Conn<T>) -> io::Result<()> {
     let Some(mut buf) = conn.wbuf.take() else {
         return Ok(()); // one write at a time
     };
@@ -524,11 +563,11 @@ fn start_write<T: Session>(ring: &mut Ring, token: Token, conn: &mut Conn<T>) ->
     let started = match conn.session.output() {
         Output::Bytes(bytes) if !bytes.is_empty() => {
             buf.extend_from_slice(&bytes[..bytes.len().min(WRITE_BUF)]);
-            ring.send(token, conn.fd.as_fd(), buf)
+            ring.send(token(key), conn.fd.as_fd(), buf)
         }
         Output::File { fd, offset, len } if len > 0 => {
             buf.resize(len.min(WRITE_BUF), 0);
-            ring.read_at(token, fd, offset, buf)
+            ring.read_at(token(key), fd, offset, buf)
         }
         _ => {
             conn.wbuf = Some(buf);
@@ -540,80 +579,6 @@ fn start_write<T: Session>(ring: &mut Ring, token: Token, conn: &mut Conn<T>) ->
         conn.wbuf = Some(Vec::with_capacity(WRITE_BUF));
     }
     started
-}
-
-/// Connections by slot; a slot's generation changes when it is freed, so a
-/// [`Token`] names one connection for its life.
-struct Slab<T> {
-    slots: Vec<(u32, Option<T>)>,
-    free: Vec<u32>,
-    live: usize,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Slab {
-            slots: Vec::new(),
-            free: Vec::new(),
-            live: 0,
-        }
-    }
-}
-
-impl<T> Slab<T> {
-    fn insert(&mut self, value: T) -> Token {
-        self.live += 1;
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                self.slots.push((0, None));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let entry = &mut self.slots[slot as usize];
-        entry.1 = Some(value);
-        Token::new(slot, entry.0)
-    }
-
-    fn get_mut(&mut self, token: Token) -> Option<&mut T> {
-        match self.slots.get_mut(token.slot() as usize)? {
-            (generation, value) if *generation == token.generation() => value.as_mut(),
-            _ => None,
-        }
-    }
-
-    fn remove(&mut self, token: Token) -> Option<T> {
-        let (generation, value) = self.slots.get_mut(token.slot() as usize)?;
-        if *generation != token.generation() {
-            return None;
-        }
-        let value = value.take()?;
-        *generation = Token::next_generation(*generation);
-        self.free.push(token.slot());
-        self.live -= 1;
-        Some(value)
-    }
-
-    /// The token of the connection living in `slot`, if one is.
-    fn token_of(&self, slot: usize) -> Option<Token> {
-        match self.slots.get(slot)? {
-            (generation, Some(_)) => Some(Token::new(slot as u32, *generation)),
-            _ => None,
-        }
-    }
-
-    fn tokens(&self) -> Vec<Token> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, v))| v.is_some())
-            .map(|(i, (g, _))| Token::new(i as u32, *g))
-            .collect()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.live == 0
-    }
 }
 
 /// The shared conformance bodies, plus what only a completion loop can get

@@ -426,6 +426,19 @@ impl ServerConn {
         }
     }
 
+    /// Frames `len` body bytes the caller writes itself (a file) after `out`,
+    /// for any framing: returns how many of them to write and what to append
+    /// after them (see `BodyWriter::external`). Nothing before `start_response`.
+    pub fn file_body(&mut self, len: u64, out: &mut Vec<u8>) -> (u64, &'static [u8]) {
+        match &mut self.exchange {
+            Some(Exchange {
+                response: Response::Started { body, .. },
+                ..
+            }) => body.external(len, out),
+            _ => (0, b""),
+        }
+    }
+
     /// Ends the response (the last chunk if chunked) and the exchange; the next
     /// pipelined request can then be parsed. The connection must close after
     /// it if the head said so, a declared length was not met, the body was

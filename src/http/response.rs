@@ -278,6 +278,28 @@ impl BodyWriter {
         }
     }
 
+    /// `len` body bytes the caller writes itself (a file) right after `out`:
+    /// frames them. Returns how many of them to write (a declared length caps
+    /// them, a bodiless response takes none) and what to append after them
+    /// (the end of a chunk).
+    pub fn external(&mut self, len: u64, out: &mut Vec<u8>) -> (u64, &'static [u8]) {
+        match self.framing {
+            Framing::NoBody => (0, b""),
+            Framing::Length(_) => {
+                let n = self.left.min(len);
+                self.left -= n;
+                (n, b"")
+            }
+            Framing::Chunked if len == 0 => (0, b""),
+            Framing::Chunked => {
+                push_int(out, len, 16);
+                out.extend_from_slice(b"\r\n");
+                (len, b"\r\n")
+            }
+            Framing::Close => (len, b""),
+        }
+    }
+
     /// Ends the body; returns false if a declared length was not met (the
     /// connection must then close: the peer is still waiting for bytes).
     pub fn finish(&mut self, out: &mut Vec<u8>) -> bool {
@@ -582,6 +604,29 @@ mod tests {
         let mut body = BodyWriter::new(Framing::Length(10));
         body.sent(9);
         assert!(!body.finish(&mut out));
+    }
+
+    #[test]
+    fn external_bytes_are_framed_for_each_framing() {
+        let mut out = Vec::new();
+        let mut body = BodyWriter::new(Framing::Length(10));
+        body.write(b"abc", &mut out);
+        assert_eq!(
+            body.external(100, &mut out),
+            (7, &b""[..]),
+            "capped at the length"
+        );
+        assert!(body.finish(&mut out));
+        assert_eq!(out, b"abc");
+        let mut out = Vec::new();
+        let mut body = BodyWriter::new(Framing::Chunked);
+        assert_eq!(body.external(0, &mut out), (0, &b""[..]), "no empty chunk");
+        assert_eq!(body.external(26, &mut out), (26, &b"\r\n"[..]));
+        assert_eq!(out, b"1a\r\n");
+        let mut body = BodyWriter::new(Framing::NoBody);
+        assert_eq!(body.external(5, &mut out).0, 0);
+        let mut body = BodyWriter::new(Framing::Close);
+        assert_eq!(body.external(5, &mut out).0, 5);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! requests in flight, and are closed regardless at `--graceful-timeout`.
 
 mod access_log;
+#[cfg(test)]
+mod app_tests;
 pub mod cores;
 pub mod listener;
 pub mod session;
@@ -24,6 +26,7 @@ use core_affinity::CoreId;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
+use crate::app::ServerAddr;
 use crate::backend::accept::Batch;
 use crate::backend::share::Board;
 use crate::backend::{self, Choice, Control, CoreContext, Kind, Service};
@@ -70,8 +73,20 @@ pub fn run(options: Options) -> io::Result<i32> {
     let control = Arc::new(Control::new(options.max_connections));
     let graceful = options.graceful_timeout;
 
+    let server = Arc::new(match &listener.addr {
+        listener::Address::Tcp(addr) => ServerAddr::Tcp {
+            host: match &options.listen {
+                Listen::Tcp { host, .. } => host.clone(),
+                Listen::Unix(_) => addr.ip().to_string(),
+            },
+            port: addr.port(),
+        },
+        listener::Address::Unix(path) => ServerAddr::Unix(path.clone()),
+    });
     let shared = Arc::new(session::Shared {
         router: options.router,
+        app: options.app,
+        server,
         limits: options.limits,
         header_read_timeout: options.header_read_timeout,
         keep_alive_timeout: options.keep_alive_timeout,
@@ -221,7 +236,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{Output, Peer, Session};
+    use crate::backend::{Notifier, Output, Peer, Session};
 
     /// A service whose connections are closed at once, unanswered.
     #[derive(Clone, Copy)]
@@ -229,7 +244,7 @@ mod tests {
 
     impl Service for Unwired {
         type Session = Unwired;
-        fn open(&mut self, _peer: &Peer) -> Unwired {
+        fn open(&mut self, _peer: &Peer, _notifier: Notifier) -> Unwired {
             Unwired
         }
     }
@@ -255,6 +270,7 @@ mod tests {
             true
         }
         fn on_shutdown(&mut self) {}
+        fn on_notify(&mut self, _now: Instant) {}
     }
     use std::io::Read;
 

@@ -1,6 +1,14 @@
 //! An HTTP/1.1 connection as a backend [`Session`]: the sans-IO protocol
-//! ([`ServerConn`]) glued to the routes, with the read timeouts and an output
-//! queue that keeps pipelined answers (file bodies included) in order.
+//! ([`ServerConn`]) glued to the routes and the application, with the read
+//! timeouts and an output queue that keeps pipelined answers (file bodies
+//! included) in order.
+//!
+//! A request no Rust-native route answers goes to the [`App`] (404 when there
+//! is none); [`dispatch`] carries it there and its answer back.
+
+mod dispatch;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -8,12 +16,14 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Output, Peer, Service, Session};
+use crate::app::{App, ServerAddr};
+use crate::backend::{Notifier, Output, Peer, Service, Session};
 use crate::http::{Event, Framing, Limits, RequestHead, ServerConn};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
 
 use super::access_log;
+use dispatch::AppCall;
 
 /// Queued output past which a connection stops reading (and parsing pipelined
 /// requests) until the client has taken some: a client that pipelines without
@@ -23,6 +33,10 @@ const OUTPUT_HIGH_WATER: usize = 1 << 20;
 /// What every connection of the server shares.
 pub struct Shared {
     pub router: Router,
+    /// Where requests no route answers go (None: 404).
+    pub app: Option<Arc<dyn App>>,
+    /// Where the server listens, as the app is told.
+    pub server: Arc<ServerAddr>,
     pub limits: Limits,
     pub header_read_timeout: Duration,
     pub keep_alive_timeout: Duration,
@@ -43,7 +57,7 @@ impl HttpService {
 impl Service for HttpService {
     type Session = HttpSession;
 
-    fn open(&mut self, peer: &Peer) -> HttpSession {
+    fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
         HttpSession {
             conn: ServerConn::new(self.shared.limits),
             // A connection that never sends a head is held to the head's timeout.
@@ -51,11 +65,13 @@ impl Service for HttpService {
             head_started: None,
             queue: VecDeque::new(),
             pending: None,
+            app: None,
             queued: 0,
             closed: false,
             eof: false,
             shutting: false,
             peer: peer.clone(),
+            notifier,
             shared: self.shared.clone(),
         }
     }
@@ -82,48 +98,54 @@ pub struct HttpSession {
     /// When the first byte of the head being read arrived.
     head_started: Option<Instant>,
     queue: VecDeque<Chunk>,
-    /// A request whose body is still being read before it is answered.
-    pending: Option<RequestHead>,
+    /// A route's answer, sent once the request's body is read.
+    pending: Option<(RequestHead, Reply)>,
+    /// The request the application is answering.
+    app: Option<AppCall>,
     /// Bytes queued (file bodies counted too).
     queued: u64,
-    /// Closed by a timeout: done regardless of the protocol's state.
+    /// Closed by a timeout or a failed answer: done regardless of the protocol's state.
     closed: bool,
     eof: bool,
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
     peer: Peer,
+    /// Wakes this session from the application's threads.
+    notifier: Notifier,
 }
 
 impl HttpSession {
-    /// Serve every complete request the protocol has buffered.
-    ///
-    /// The routes answer from the head alone, but a request with a body is
-    /// answered once its body has been read (and dropped): a body that turns
-    /// out malformed then gets its 400 rather than a success followed by a
-    /// silent close. Under `Expect: 100-continue` the answer goes at once and
-    /// the client never sends the body.
+    /// Serve every complete request the protocol has buffered, as far as the
+    /// output queue and the application's body buffer allow.
     fn pump(&mut self, now: Instant) {
         let mut out = Vec::new();
-        while self.queued < OUTPUT_HIGH_WATER as u64 {
+        while self.queued < OUTPUT_HIGH_WATER as u64
+            && self.app.as_ref().is_none_or(AppCall::takes_input)
+        {
             match self.conn.next_event() {
                 None => break,
                 Some(Event::Head(head)) => {
                     self.head_started = None;
-                    if head.expect_continue {
-                        self.answer(&head, &mut out);
-                    } else {
-                        self.pending = Some(head);
+                    self.on_head(head, &mut out);
+                }
+                Some(Event::Data(data)) => {
+                    if let Some(call) = &mut self.app {
+                        call.push_body(data);
                     }
                 }
-                Some(Event::Data(_)) => {}
                 Some(Event::End) => {
-                    if let Some(head) = self.pending.take() {
-                        self.answer(&head, &mut out);
+                    if let Some((head, reply)) = self.pending.take() {
+                        self.respond(&head, reply, &mut out);
+                    } else if self.app.is_some() {
+                        self.app_body_end(&mut out);
                     }
                 }
                 Some(Event::Error(err)) => {
                     self.head_started = None;
                     self.pending = None;
+                    if let Some(call) = self.app.take() {
+                        call.abandon();
+                    }
                     self.conn.write_error(&err, &mut out);
                     break;
                 }
@@ -133,13 +155,24 @@ impl HttpSession {
         self.rearm(now);
     }
 
-    fn answer(&mut self, head: &RequestHead, out: &mut Vec<u8>) {
-        let reply = self
-            .shared
-            .router
-            .route(head)
-            .unwrap_or_else(|| Reply::text(404, "Not Found"));
-        self.respond(head, reply, out);
+    /// A request head: a route answers it, else the application, else 404.
+    ///
+    /// A route (or the 404) answers from the head alone, but only once the
+    /// body has been read (and dropped): a body that turns out malformed then
+    /// gets its 400 rather than a success followed by a silent close. Under
+    /// `Expect: 100-continue` the answer goes at once and the client never
+    /// sends the body.
+    fn on_head(&mut self, head: RequestHead, out: &mut Vec<u8>) {
+        let reply = match (self.shared.router.route(&head), &self.shared.app) {
+            (Some(reply), _) => reply,
+            (None, Some(app)) => return self.start_app(app.clone(), head, out),
+            (None, None) => Reply::text(404, "Not Found"),
+        };
+        if head.expect_continue {
+            self.respond(&head, reply, out);
+        } else {
+            self.pending = Some((head, reply));
+        }
     }
 
     /// Write `reply` as the answer to `head`.
@@ -167,22 +200,30 @@ impl HttpSession {
                 self.conn.write_body(&bytes, out);
                 bytes.len() as u64
             }
-            (_, Body::File { file, offset, len }) => {
-                self.push_bytes(std::mem::take(out));
-                self.conn.body_sent(len);
-                self.queued += len;
-                self.queue.push_back(Chunk::File {
-                    file,
-                    offset,
-                    remaining: len,
-                });
-                len
-            }
+            (_, Body::File { file, offset, len }) => self.queue_file(file, offset, len, out),
         };
         self.conn.finish_response(out);
         if self.shared.access_log {
             access_log::record(&self.peer, head, status, sent);
         }
+    }
+
+    /// Queue `len` bytes of `file` from `offset` as body of the response
+    /// being written, after what `out` holds (framed for the response's
+    /// framing). Returns how many body bytes were queued.
+    fn queue_file(&mut self, file: File, offset: u64, len: u64, out: &mut Vec<u8>) -> u64 {
+        let (len, tail) = self.conn.file_body(len, out);
+        if len > 0 {
+            self.push_bytes(std::mem::take(out));
+            self.queued += len;
+            self.queue.push_back(Chunk::File {
+                file,
+                offset,
+                remaining: len,
+            });
+        }
+        out.extend_from_slice(tail);
+        len
     }
 
     fn push_bytes(&mut self, bytes: Vec<u8>) {
@@ -205,7 +246,7 @@ impl HttpSession {
         }
         self.deadline = if let Some(start) = self.head_started {
             Some(start + self.shared.header_read_timeout)
-        } else if self.conn.is_idle() && self.queue.is_empty() {
+        } else if self.idle() {
             Some(now + self.shared.keep_alive_timeout)
         } else {
             None
@@ -248,6 +289,9 @@ impl Session for HttpSession {
 
     fn on_sent(&mut self, n: usize, now: Instant) {
         self.queued -= n as u64;
+        if let Some(call) = &self.app {
+            call.written(n);
+        }
         let finished = match self.queue.front_mut() {
             None => false,
             Some(Chunk::Bytes { buf, pos }) => {
@@ -275,6 +319,7 @@ impl Session for HttpSession {
         !self.closed
             && !self.eof
             && self.queued < OUTPUT_HIGH_WATER as u64
+            && self.app.as_ref().is_none_or(AppCall::takes_input)
             && self.conn.wants_read()
     }
 
@@ -298,150 +343,28 @@ impl Session for HttpSession {
     }
 
     fn idle(&self) -> bool {
-        self.queue.is_empty() && self.conn.is_idle()
+        self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
     }
 
     fn on_shutdown(&mut self) {
         self.conn.close_after_response();
         self.shutting = true;
     }
+
+    fn on_notify(&mut self, now: Instant) {
+        let mut out = Vec::new();
+        self.app_progress(&mut out);
+        self.push_bytes(out);
+        // Body room came back, or the answer ended: read on.
+        self.pump(now);
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    fn service(router: Router) -> HttpService {
-        HttpService::new(Arc::new(Shared {
-            router,
-            limits: Limits::default(),
-            header_read_timeout: Duration::from_secs(10),
-            keep_alive_timeout: Duration::from_secs(5),
-            access_log: false,
-        }))
-    }
-
-    /// Everything the session wants written, files read in place.
-    fn drain(s: &mut HttpSession) -> Vec<u8> {
-        let mut all = Vec::new();
-        loop {
-            let n = match s.output() {
-                Output::None => return all,
-                Output::Bytes(b) => {
-                    all.extend_from_slice(b);
-                    b.len()
-                }
-                Output::File { fd, offset, len } => {
-                    let mut buf = vec![0u8; len];
-                    // SAFETY: `fd` is the session's open file, `buf` holds `len` bytes.
-                    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), len, offset as i64) };
-                    all.extend_from_slice(&buf[..n as usize]);
-                    n as usize
-                }
-            };
-            s.on_sent(n, Instant::now());
+impl Drop for HttpSession {
+    /// The connection is gone: an application still answering is told.
+    fn drop(&mut self) {
+        if let Some(call) = self.app.take() {
+            call.abandon();
         }
-    }
-
-    #[test]
-    fn pipelined_answers_keep_their_order_around_a_file_body() {
-        let dir = std::env::temp_dir().join(format!("m0-session-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::File::create(dir.join("a.txt"))
-            .unwrap()
-            .write_all(b"FILEBODY")
-            .unwrap();
-        let router =
-            Router::new(Some("/healthz".into()), vec![("/s".into(), dir.clone())]).unwrap();
-        let mut s = service(router).open(&Peer::Unix);
-        let now = Instant::now();
-        s.on_read(
-            b"GET /s/a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-            now,
-        );
-        let out = String::from_utf8(drain(&mut s)).unwrap();
-        let file = out.find("FILEBODY").expect("file body sent");
-        let second = out.rfind("HTTP/1.1 200").unwrap();
-        assert!(
-            file < second,
-            "the second answer waited for the file body: {out}"
-        );
-        assert!(!s.done() && s.idle());
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_head_that_starts_after_a_complete_one_is_timed() {
-        let mut s = service(Router::default()).open(&Peer::Unix);
-        let now = Instant::now();
-        s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HT", now);
-        drain(&mut s);
-        assert_eq!(s.deadline(), Some(now + Duration::from_secs(10)));
-        s.on_deadline(now + Duration::from_secs(11));
-        assert!(s.done());
-    }
-
-    #[test]
-    fn an_idle_connection_gets_the_keep_alive_deadline() {
-        let mut s = service(Router::default()).open(&Peer::Unix);
-        let now = Instant::now();
-        s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", now);
-        assert!(String::from_utf8(drain(&mut s))
-            .unwrap()
-            .starts_with("HTTP/1.1 404"));
-        let later = Instant::now();
-        let d = s.deadline().expect("keep-alive deadline");
-        assert!(d >= now + Duration::from_secs(5) && d <= later + Duration::from_secs(5));
-        s.on_deadline(d - Duration::from_millis(1));
-        assert!(!s.done(), "not before the deadline");
-        s.on_deadline(d);
-        assert!(s.done());
-    }
-
-    #[test]
-    fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
-        let mut idle = service(Router::default()).open(&Peer::Unix);
-        idle.on_shutdown();
-        assert!(idle.done());
-        let mut busy = service(Router::default()).open(&Peer::Unix);
-        busy.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
-        busy.on_shutdown();
-        // Done, but the backend closes only once the queued answer is written.
-        assert!(String::from_utf8(drain(&mut busy))
-            .unwrap()
-            .starts_with("HTTP/1.1 404"));
-        assert!(busy.done());
-        let mut fresh = service(Router::default()).open(&Peer::Unix);
-        fresh.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n", Instant::now());
-        fresh.on_shutdown();
-        assert!(!fresh.done(), "a request on its way is answered");
-        fresh.on_read(b"\r\n", Instant::now());
-        assert!(String::from_utf8(drain(&mut fresh))
-            .unwrap()
-            .contains("onnection: close"));
-        assert!(fresh.done());
-    }
-
-    #[test]
-    fn a_request_with_a_body_is_answered_after_its_body() {
-        let router = Router::new(Some("/healthz".into()), vec![]).unwrap();
-        let mut s = service(router).open(&Peer::Unix);
-        let now = Instant::now();
-        s.on_read(
-            b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
-            now,
-        );
-        assert!(
-            drain(&mut s).is_empty(),
-            "no answer before the body is read"
-        );
-        s.on_read(b"lo\r\nzz\r\n", now);
-        let out = String::from_utf8(drain(&mut s)).unwrap();
-        assert!(
-            out.starts_with("HTTP/1.1 400"),
-            "a malformed body gets its 400: {out}"
-        );
-        assert!(s.done());
     }
 }

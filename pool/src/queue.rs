@@ -1,0 +1,382 @@
+//! The pool's bounded job queue: lock-free on the submit path, with parking
+//! for idle pool threads.
+//!
+//! Submitters (core threads) push into a crossbeam [`ArrayQueue`]; they wake a
+//! pool thread only if one is parked, which an atomic count says, so a submit
+//! to a busy pool makes no syscall. Parking uses a `Mutex` + `Condvar`: a
+//! thread announces itself in `parked` while holding the mutex and looks at the
+//! queue once more before it waits, and a waker takes the same mutex before it
+//! notifies, so a wake cannot fall between that last look and the wait.
+//! (A stack of parked threads with `thread::park`/`unpark` would cost the same
+//! futex wake; the condvar needs no list of threads and no unpark bookkeeping.)
+//!
+//! A refused push (queue full) owes the submitter a call to `on_room`: the
+//! next pop pays it, once.
+//!
+//! Two pairs of threads race on "store, then look at the other side's store"
+//! (Dekker's shape), and each side puts a `SeqCst` fence between its store and
+//! its look, so at least one of the two sees the other:
+//! - push (job in) / park (`parked` up): the pusher wakes the parker, or the
+//!   parker sees the job;
+//! - refused push (`refused` up) / pop (room made): the pop calls `on_room`,
+//!   or the refused pusher's second try finds the room.
+
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use crossbeam_queue::ArrayQueue;
+
+/// Called (from the popping thread) when a pop makes room after a refused push.
+pub(crate) type OnRoom = Arc<dyn Fn() + Send + Sync>;
+
+/// A bounded multi-producer multi-consumer job queue.
+pub(crate) struct JobQueue<T> {
+    jobs: ArrayQueue<T>,
+    /// Set once: pushes are refused from then on, and `next_job` answers
+    /// `None` once the queue is empty.
+    closed: AtomicBool,
+    /// A push was refused since the last pop paid `on_room`.
+    refused: AtomicBool,
+    /// Threads inside `park` (announced under `lock`).
+    parked: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
+    on_room: OnRoom,
+}
+
+impl<T> JobQueue<T> {
+    /// A queue that holds at most `capacity` (> 0) waiting jobs.
+    pub(crate) fn new(capacity: usize, on_room: OnRoom) -> JobQueue<T> {
+        JobQueue {
+            jobs: ArrayQueue::new(capacity),
+            closed: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
+            parked: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+            on_room,
+        }
+    }
+
+    /// Queue `job`, waking a parked thread if there is one. Hands the job back
+    /// when the queue is full (then the next pop calls `on_room`) or closed.
+    pub(crate) fn push(&self, job: T) -> Result<(), T> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(job);
+        }
+        match self.jobs.push(job) {
+            Ok(()) => {
+                self.wake_one();
+                Ok(())
+            }
+            Err(job) => self.refuse(job),
+        }
+    }
+
+    /// The full-queue path of `push`: owe `on_room`, then try once more. A pop
+    /// that made room between the failed push and the flag saw no flag, and
+    /// may be the last pop for a while (the refused submitter sends nothing
+    /// until `on_room`). If the second try succeeds the flag stays up, and a
+    /// later pop calls `on_room` once more than needed, which a retry callback
+    /// tolerates.
+    fn refuse(&self, job: T) -> Result<(), T> {
+        self.refused.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        match self.jobs.push(job) {
+            Ok(()) => {
+                self.wake_one();
+                Ok(())
+            }
+            Err(job) => Err(job),
+        }
+    }
+
+    /// Take the next job, parking until one comes. `None` once the queue is
+    /// closed and empty. Call it without the GIL: it may block.
+    pub(crate) fn next_job(&self) -> Option<T> {
+        loop {
+            if let Some(job) = self.try_next_job() {
+                return Some(job);
+            }
+            // Closed and empty. (No push races `close`: the pool closes in
+            // `Pool::shutdown`, which owns the pool, so no submit is running.)
+            if self.closed.load(Ordering::Acquire) {
+                return None;
+            }
+            self.park();
+        }
+    }
+
+    /// Take a job that is already queued: one non-blocking pop, never a spin
+    /// or a park, so a thread may call it holding the GIL. Like every pop, it
+    /// pays an owed `on_room` (a wake that neither blocks nor runs Python).
+    pub(crate) fn try_next_job(&self) -> Option<T> {
+        let job = self.jobs.pop()?;
+        self.room_made();
+        Some(job)
+    }
+
+    /// Refuse further pushes and wake every parked thread, so each one drains
+    /// what is queued and then sees `None`.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.wake.notify_all();
+    }
+
+    /// Pay a refused push its `on_room`, once.
+    fn room_made(&self) {
+        fence(Ordering::SeqCst);
+        // The load keeps the common case (nothing owed) to a read of a shared
+        // line; only an owed call pays for the swap.
+        if self.refused.load(Ordering::Relaxed) && self.refused.swap(false, Ordering::Relaxed) {
+            (self.on_room)();
+        }
+    }
+
+    /// Wake one parked thread, if any: no syscall when none is parked.
+    fn wake_one(&self) {
+        fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Sleep until a push or `close` wakes us (or a spurious wake: the caller
+    /// loops).
+    fn park(&self) {
+        let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.parked.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        // The last look, under the mutex a waker must take: a push after it
+        // finds us counted and notifies only once we wait.
+        if self.jobs.is_empty() && !self.closed.load(Ordering::Acquire) {
+            let _guard = self
+                .wake
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        self.parked.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::thread;
+    use std::time::Duration;
+
+    fn counting_queue(capacity: usize) -> (Arc<JobQueue<u32>>, Arc<AtomicUsize>) {
+        let rooms = Arc::new(AtomicUsize::new(0));
+        let counter = rooms.clone();
+        let queue = JobQueue::new(
+            capacity,
+            Arc::new(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        (Arc::new(queue), rooms)
+    }
+
+    #[test]
+    fn try_next_job_takes_queued_jobs_in_order() {
+        let (queue, _) = counting_queue(4);
+        for n in 0..3 {
+            queue.push(n).unwrap();
+        }
+        assert_eq!(queue.try_next_job(), Some(0));
+        assert_eq!(queue.try_next_job(), Some(1));
+        assert_eq!(queue.try_next_job(), Some(2));
+        assert_eq!(queue.try_next_job(), None);
+    }
+
+    #[test]
+    fn try_next_job_on_an_empty_queue_answers_at_once() {
+        // On a thread of its own, so a version that waits fails here within a
+        // second instead of hanging the suite.
+        let (queue, _) = counting_queue(4);
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || tx.send(queue.try_next_job()).unwrap());
+        let got = rx.recv_timeout(Duration::from_secs(1));
+        assert_eq!(got, Ok(None));
+    }
+
+    #[test]
+    fn a_full_queue_refuses_and_the_next_pop_calls_on_room_once() {
+        let (queue, rooms) = counting_queue(2);
+        queue.push(1).unwrap();
+        queue.push(2).unwrap();
+        assert_eq!(queue.push(3), Err(3));
+        assert_eq!(queue.push(4), Err(4));
+        assert_eq!(rooms.load(Ordering::SeqCst), 0);
+        assert_eq!(queue.try_next_job(), Some(1));
+        assert_eq!(rooms.load(Ordering::SeqCst), 1);
+        // The debt is paid: later pops owe nothing.
+        assert_eq!(queue.next_job(), Some(2));
+        assert_eq!(rooms.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_pop_between_a_failed_push_and_its_refusal_does_not_strand_it() {
+        // The race, one step at a time: the push finds the queue full, a
+        // consumer pops (seeing no refusal, so no `on_room`), then the push
+        // records its refusal. The push must take the room it missed.
+        let (queue, rooms) = counting_queue(1);
+        queue.push(1).unwrap();
+        let job = queue.jobs.push(2).unwrap_err();
+        assert_eq!(queue.try_next_job(), Some(1));
+        assert_eq!(rooms.load(Ordering::SeqCst), 0);
+        assert_eq!(queue.refuse(job), Ok(()));
+        assert_eq!(queue.try_next_job(), Some(2));
+    }
+
+    #[test]
+    fn pops_without_a_refusal_never_call_on_room() {
+        let (queue, rooms) = counting_queue(2);
+        for n in 0..10 {
+            queue.push(n).unwrap();
+            assert_eq!(queue.next_job(), Some(n));
+        }
+        assert_eq!(rooms.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_push_wakes_a_parked_thread() {
+        let (queue, _) = counting_queue(2);
+        let (tx, rx) = mpsc::channel();
+        let consumer = {
+            let queue = queue.clone();
+            thread::spawn(move || tx.send(queue.next_job()).unwrap())
+        };
+        // Wait until the consumer is parked, so the push must wake it.
+        while queue.parked.load(Ordering::SeqCst) == 0 {
+            thread::yield_now();
+        }
+        queue.push(7).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Some(7)));
+        consumer.join().unwrap();
+    }
+
+    #[test]
+    fn park_does_not_sleep_on_a_job_pushed_before_it() {
+        // The race, one step at a time: a consumer finds the queue empty, a
+        // push finds nobody parked (so wakes nobody), then the consumer parks.
+        // Its last look must see the job; on a thread of its own, so a park
+        // that sleeps fails here instead of hanging the suite.
+        let (queue, _) = counting_queue(2);
+        assert_eq!(queue.try_next_job(), None);
+        queue.push(5).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let parker = queue.clone();
+        thread::spawn(move || {
+            parker.park();
+            tx.send(()).unwrap();
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(1)), Ok(()));
+        assert_eq!(queue.try_next_job(), Some(5));
+    }
+
+    #[test]
+    fn close_refuses_pushes_and_lets_parked_threads_drain_then_leave() {
+        let (queue, _) = counting_queue(4);
+        let consumers: Vec<_> = (0..3)
+            .map(|_| {
+                let queue = queue.clone();
+                thread::spawn(move || {
+                    let mut took = Vec::new();
+                    while let Some(job) = queue.next_job() {
+                        took.push(job);
+                    }
+                    took
+                })
+            })
+            .collect();
+        while queue.parked.load(Ordering::SeqCst) < 3 {
+            thread::yield_now();
+        }
+        queue.push(1).unwrap();
+        queue.push(2).unwrap();
+        queue.close();
+        assert_eq!(queue.push(3), Err(3));
+        let mut took: Vec<u32> = consumers
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect();
+        took.sort();
+        assert_eq!(took, vec![1, 2]);
+    }
+
+    /// Push `per_producer` jobs from each producer through a queue of one,
+    /// retrying only when `on_room` says so (with a timeout that fails the
+    /// test): a lost wake or a lost `on_room` stalls a producer.
+    fn stress(producer_count: u32, consumer_count: usize, per_producer: u32) {
+        let room = Arc::new((Mutex::new(0u64), Condvar::new()));
+        let signal = room.clone();
+        let queue: Arc<JobQueue<u32>> = Arc::new(JobQueue::new(
+            1,
+            Arc::new(move || {
+                *signal.0.lock().unwrap() += 1;
+                signal.1.notify_all();
+            }),
+        ));
+        let consumers: Vec<_> = (0..consumer_count)
+            .map(|_| {
+                let queue = queue.clone();
+                thread::spawn(move || {
+                    let mut sum = 0u64;
+                    while let Some(job) = queue.next_job() {
+                        sum += u64::from(job);
+                    }
+                    sum
+                })
+            })
+            .collect();
+        let producers: Vec<_> = (0..producer_count)
+            .map(|_| {
+                let queue = queue.clone();
+                let room = room.clone();
+                thread::spawn(move || {
+                    for n in 1..=per_producer {
+                        let mut job = n;
+                        loop {
+                            let seen = *room.0.lock().unwrap();
+                            match queue.push(job) {
+                                Ok(()) => break,
+                                Err(back) => job = back,
+                            }
+                            let guard = room.0.lock().unwrap();
+                            let (_guard, waited) = room
+                                .1
+                                .wait_timeout_while(guard, Duration::from_secs(5), |calls| {
+                                    *calls == seen
+                                })
+                                .unwrap();
+                            assert!(!waited.timed_out(), "on_room never came");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for producer in producers {
+            producer.join().unwrap();
+        }
+        queue.close();
+        let total: u64 = consumers.into_iter().map(|c| c.join().unwrap()).sum();
+        let per = u64::from(per_producer);
+        assert_eq!(total, u64::from(producer_count) * per * (per + 1) / 2);
+    }
+
+    #[test]
+    fn one_producer_and_one_consumer_lose_no_job_and_no_wake() {
+        // Nobody else pushes, so a pop that missed the refusal is the last.
+        stress(1, 1, 50_000);
+    }
+
+    #[test]
+    fn many_producers_and_consumers_lose_no_job_and_no_wake() {
+        stress(2, 3, 10_000);
+    }
+}

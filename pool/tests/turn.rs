@@ -1,0 +1,127 @@
+//! The GIL turn, in the spirit of the seeds' gates: the keep rule runs (and
+//! only where it should), the barrier hands off under contention, and a
+//! shutdown reaches a thread inside its slice. The unfairness these rules
+//! prevent needs the fairness probe's load (probes/pool_fairness.py); these
+//! tests prove the rules run.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::{shutdown_detached, PATIENCE};
+use m0serve_pool::{Config, Counters, Job, Pool, TurnConfig};
+
+/// A view that holds the GIL for `spin` (a CPU-bound view).
+fn gil_holding_job(spin: Duration, done: mpsc::Sender<()>) -> Job {
+    Box::new(move |_py| {
+        let end = Instant::now() + spin;
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        done.send(()).unwrap();
+    })
+}
+
+/// Run `jobs` GIL-holding jobs through `threads` threads, all queued at once
+/// so that every thread is awake and they contend; every job must be answered.
+fn contend(threads: usize, turn: TurnConfig, jobs: usize) -> Counters {
+    let config = Config {
+        threads,
+        backpressure: jobs,
+    };
+    let pool = Pool::start_with(config, turn, Arc::new(|| {})).unwrap();
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..jobs {
+        assert!(pool
+            .try_submit(gil_holding_job(Duration::from_micros(300), tx.clone()))
+            .is_ok());
+    }
+    for i in 0..jobs {
+        rx.recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("job {i} of {jobs} was never answered"));
+    }
+    let counters = pool.counters();
+    shutdown_detached(pool);
+    counters
+}
+
+const ON: TurnConfig = TurnConfig {
+    turn: true,
+    keep: true,
+    debug: false,
+};
+
+#[test]
+fn a_slice_takes_the_jobs_queued_behind_it_without_dropping_the_gil() {
+    let c = contend(4, ON, 400);
+    assert!(c.kept > 0, "no job was taken inside a slice: {c:?}");
+}
+
+#[test]
+fn with_keep_off_every_job_drops_the_gil() {
+    let c = contend(4, TurnConfig { keep: false, ..ON }, 400);
+    assert_eq!(c.kept, 0, "{c:?}");
+}
+
+#[test]
+fn the_barrier_hands_off_at_spent_slices() {
+    let c = contend(4, TurnConfig { keep: false, ..ON }, 400);
+    assert!(c.yields > 0, "no thread yielded to a waiter: {c:?}");
+}
+
+#[test]
+fn with_the_turn_off_there_is_neither_barrier_nor_keep() {
+    let c = contend(4, TurnConfig { turn: false, ..ON }, 400);
+    assert_eq!((c.kept, c.yields), (0, 0), "{c:?}");
+}
+
+#[test]
+fn a_pool_of_one_has_no_barrier() {
+    let c = contend(1, ON, 200);
+    assert_eq!((c.kept, c.yields), (0, 0), "{c:?}");
+}
+
+#[test]
+fn a_shutdown_reaches_a_thread_inside_its_slice() {
+    // Two threads contend so that runs begin; the queue is closed while they
+    // keep taking jobs inside their slices: every queued job still runs, and
+    // the threads leave without another submit to wake them.
+    let config = Config {
+        threads: 2,
+        backpressure: 64,
+    };
+    let pool = Pool::start_with(config, ON, Arc::new(|| {})).unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..64 {
+        let ran = ran.clone();
+        let job: Job = Box::new(move |_py| {
+            let end = Instant::now() + Duration::from_micros(200);
+            while Instant::now() < end {
+                std::hint::spin_loop();
+            }
+            ran.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(pool.try_submit(job).is_ok());
+    }
+    std::thread::sleep(Duration::from_millis(2));
+    shutdown_detached(pool);
+    assert_eq!(ran.load(Ordering::SeqCst), 64);
+}
+
+#[test]
+fn the_knobs_are_read_from_the_environment() {
+    // One test owns these variables (tests in this binary run in parallel,
+    // and the others pass their TurnConfig explicitly).
+    std::env::set_var("M0_POOL_TURN_KEEP", "0");
+    std::env::set_var("M0_POOL_DEBUG", "1");
+    let c = TurnConfig::from_env();
+    assert_eq!((c.turn, c.keep, c.debug), (true, false, true));
+    std::env::set_var("M0_POOL_TURN", "0");
+    assert!(!TurnConfig::from_env().turn);
+    for v in ["M0_POOL_TURN", "M0_POOL_TURN_KEEP", "M0_POOL_DEBUG"] {
+        std::env::remove_var(v);
+    }
+    assert_eq!(TurnConfig::from_env(), TurnConfig::default());
+}

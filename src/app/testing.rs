@@ -1,0 +1,136 @@
+//! A pure-Rust [`App`] for tests: each call runs a handler on a thread of its
+//! own (or inline, on the calling core thread), with the blocking helpers an
+//! application thread uses on an [`Exchange`].
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{App, AppRequest, BodyRead, Exchange, Gone, Refused, ResponseEvent, Sent};
+
+/// What a test app does with one request.
+pub type Handler = Arc<dyn Fn(AppRequest, Arc<Exchange>) + Send + Sync>;
+
+/// Runs `handler` for every call; can refuse the first calls as a full queue would.
+pub struct ThreadApp {
+    handler: Handler,
+    inline: bool,
+    /// Calls still to refuse; each refusal notifies the caller 50 ms later.
+    refuse: AtomicUsize,
+    /// Every call made, refused ones included.
+    pub calls: AtomicUsize,
+    /// The threads calls ran on (inline: the caller's).
+    pub threads: Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl ThreadApp {
+    pub fn new(handler: impl Fn(AppRequest, Arc<Exchange>) + Send + Sync + 'static) -> Self {
+        ThreadApp {
+            handler: Arc::new(handler),
+            inline: false,
+            refuse: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The loop-only shape: the handler runs inside `call`.
+    pub fn inline(mut self) -> Self {
+        self.inline = true;
+        self
+    }
+
+    /// Refuse the first `n` calls.
+    pub fn refusing(self, n: usize) -> Self {
+        self.refuse.store(n, Ordering::SeqCst);
+        self
+    }
+}
+
+impl App for ThreadApp {
+    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let refuse = self
+            .refuse
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if refuse.is_ok() {
+            // Room frees later: the refused caller is told then.
+            let ex = exchange.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                ex.notify();
+            });
+            return Err(Box::new(Refused { request, exchange }));
+        }
+        if self.inline {
+            self.threads
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            (self.handler)(request, exchange);
+        } else {
+            let handler = self.handler.clone();
+            let t = std::thread::spawn(move || handler(request, exchange));
+            self.threads.lock().unwrap().push(t.thread().id());
+        }
+        Ok(())
+    }
+
+    fn inline(&self) -> bool {
+        self.inline
+    }
+}
+
+/// Send `event`, waiting for room as long as the answer is full. Returns how
+/// many times it had to wait.
+pub fn send(ex: &Exchange, mut event: ResponseEvent) -> Result<usize, Gone> {
+    let mut waits = 0;
+    loop {
+        match ex.try_send(event)? {
+            Sent::Queued => return Ok(waits),
+            Sent::Full(back) => {
+                event = back;
+                waits += 1;
+                ex.wait_room();
+            }
+        }
+    }
+}
+
+/// Read the whole body, `max` bytes at a time, calling `each` with every piece.
+pub fn read_body_with(
+    ex: &Exchange,
+    max: usize,
+    mut each: impl FnMut(&[u8]),
+) -> Result<Vec<u8>, Gone> {
+    let mut body = Vec::new();
+    loop {
+        match ex.try_read_body(max)? {
+            BodyRead::Data(d) => {
+                each(&d);
+                body.extend_from_slice(&d);
+            }
+            BodyRead::Empty => ex.wait_body(),
+            BodyRead::Eof => return Ok(body),
+        }
+    }
+}
+
+pub fn read_body(ex: &Exchange) -> Result<Vec<u8>, Gone> {
+    read_body_with(ex, 64 * 1024, |_| {})
+}
+
+/// A complete answer: `status`, a Content-Length, `body`.
+pub fn answer(ex: &Exchange, status: u16, body: &[u8]) -> Result<(), Gone> {
+    let length = body.len().to_string().into_bytes();
+    send(
+        ex,
+        ResponseEvent::Start {
+            status,
+            headers: vec![("Content-Length".into(), length)],
+        },
+    )?;
+    send(ex, ResponseEvent::Body(body.to_vec()))?;
+    send(ex, ResponseEvent::End)?;
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! The HTTP service with a pure-Rust [`ThreadApp`] on both backends, over
+//! loopback: what only real sockets show (flow control against a real
+//! client, a client that leaves mid-answer).
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::testing::{answer, read_body_with, send, ThreadApp};
+use crate::app::{ResponseEvent, ServerAddr};
+use crate::backend::testing::{Harness, Setup, CLIENT_TIMEOUT};
+use crate::backend::CoreContext;
+use crate::http::Limits;
+use crate::routes::Router;
+
+use super::session::{HttpService, Shared};
+
+type Run = fn(CoreContext, HttpService) -> io::Result<()>;
+
+/// Every backend this platform has.
+fn backends() -> Vec<(&'static str, Run)> {
+    let mut all: Vec<(&'static str, Run)> =
+        vec![("portable", crate::backend::portable::run::<HttpService>)];
+    #[cfg(target_os = "linux")]
+    all.push(("uring", crate::backend::uring::run::<HttpService>));
+    all
+}
+
+fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
+    let shared = Arc::new(Shared {
+        router: Router::default(),
+        app: Some(app),
+        server: Arc::new(ServerAddr::Tcp {
+            host: "127.0.0.1".into(),
+            port: 0,
+        }),
+        limits: Limits::default(),
+        header_read_timeout: Duration::from_secs(10),
+        keep_alive_timeout: Duration::from_secs(10),
+        access_log: false,
+    });
+    Setup::default().spawn_service(run, move |_, _| HttpService::new(shared.clone()))
+}
+
+/// One response read off `r`: status and body (Content-Length or chunked).
+fn read_response(r: &mut impl BufRead) -> (u16, Vec<u8>) {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status = line.split(' ').nth(1).expect("a status").parse().unwrap();
+    let (mut length, mut chunked) = (None, false);
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        let (name, value) = line.trim_end().split_once(": ").expect("a header");
+        if name.eq_ignore_ascii_case("content-length") {
+            length = Some(value.parse::<usize>().unwrap());
+        }
+        chunked |= name.eq_ignore_ascii_case("transfer-encoding");
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            let size = usize::from_str_radix(line.trim_end(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            r.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                return (status, body);
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+    body.resize(length.expect("a framed body"), 0);
+    r.read_exact(&mut body).unwrap();
+    (status, body)
+}
+
+/// Wait (bounded) until `f` holds.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < CLIENT_TIMEOUT, "{what}: never happened");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn pipelined_requests_to_the_app_are_answered_in_order() {
+    for (name, run) in backends() {
+        let app = Arc::new(ThreadApp::new(|req, ex| {
+            let i: u64 = req.head.path()[1..].parse().unwrap();
+            // Later requests answer faster: out-of-order answers would show.
+            std::thread::sleep(Duration::from_millis(10 - i));
+            answer(&ex, 200, req.head.path().as_bytes()).unwrap();
+        }));
+        let h = serve(run, app.clone());
+        let mut c = h.connect();
+        let requests: String = (0..10)
+            .map(|i| format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n"))
+            .collect();
+        c.write_all(requests.as_bytes()).unwrap();
+        let mut r = BufReader::new(c);
+        for i in 0..10 {
+            let (status, body) = read_response(&mut r);
+            assert_eq!(
+                (status, body),
+                (200, format!("/{i}").into_bytes()),
+                "{name}"
+            );
+        }
+        assert_eq!(app.calls.load(Ordering::SeqCst), 10, "{name}");
+        h.shutdown(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn a_large_upload_is_streamed_to_the_app_within_the_high_water() {
+    const TOTAL: usize = 4 << 20;
+    for (name, run) in backends() {
+        let largest = Arc::new(AtomicUsize::new(0));
+        let seen = largest.clone();
+        let app = Arc::new(ThreadApp::new(move |_req, ex| {
+            // Takes everything buffered at each read, slowly: each read shows
+            // how much the core had let pile up.
+            let body = read_body_with(&ex, usize::MAX, |piece| {
+                seen.fetch_max(piece.len(), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            })
+            .unwrap();
+            let intact = body.len() == TOTAL && body.iter().enumerate().all(|(i, &b)| b == i as u8);
+            answer(&ex, 200, if intact { b"intact" } else { b"garbled" }).unwrap();
+        }));
+        let h = serve(run, app);
+        let c = h.connect();
+        let mut writer = c.try_clone().unwrap();
+        let upload = std::thread::spawn(move || {
+            let head = format!("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: {TOTAL}\r\n\r\n");
+            writer.write_all(head.as_bytes()).unwrap();
+            let body: Vec<u8> = (0..TOTAL).map(|i| i as u8).collect();
+            writer.write_all(&body).unwrap();
+        });
+        let (status, body) = read_response(&mut BufReader::new(c));
+        upload.join().unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"intact"[..]), "{name}");
+        let largest = largest.load(Ordering::SeqCst);
+        // The high water plus what one read of the socket may add past it.
+        assert!(
+            largest <= BODY_HIGH_WATER + 64 * 1024,
+            "{name}: the app found {largest} bytes buffered"
+        );
+        assert!(
+            largest >= BODY_HIGH_WATER / 4,
+            "{name}: only {largest} bytes ever buffered: the test did not fill the buffer"
+        );
+        h.shutdown(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn a_slow_client_makes_the_app_wait_for_room() {
+    const TOTAL: usize = 8 << 20;
+    for (name, run) in backends() {
+        let waits = Arc::new(AtomicUsize::new(0));
+        let counted = waits.clone();
+        let app = Arc::new(ThreadApp::new(move |_req, ex| {
+            let length = TOTAL.to_string().into_bytes();
+            let start = ResponseEvent::Start {
+                status: 200,
+                headers: vec![("Content-Length".into(), length)],
+            };
+            send(&ex, start).unwrap();
+            for piece in 0..TOTAL / 65536 {
+                let data = (0..65536).map(|i| (piece * 7 + i) as u8).collect();
+                counted.fetch_add(
+                    send(&ex, ResponseEvent::Body(data)).unwrap(),
+                    Ordering::SeqCst,
+                );
+            }
+            send(&ex, ResponseEvent::End).unwrap();
+        }));
+        let h = serve(run, app);
+        let mut c = h.connect();
+        c.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        // The client reads nothing for a while: the answer piles up.
+        std::thread::sleep(Duration::from_millis(300));
+        let (status, body) = read_response(&mut BufReader::new(c));
+        assert_eq!(status, 200, "{name}");
+        assert_eq!(body.len(), TOTAL, "{name}");
+        let intact = body.chunks(65536).enumerate().all(|(p, chunk)| {
+            chunk
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == (p * 7 + i) as u8)
+        });
+        assert!(intact, "{name}: the answer arrived altered");
+        assert!(
+            waits.load(Ordering::SeqCst) > 0,
+            "{name}: the app never had to wait"
+        );
+        h.shutdown(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn a_client_gone_mid_answer_fails_the_apps_next_send() {
+    for (name, run) in backends() {
+        let gone = Arc::new(AtomicBool::new(false));
+        let seen = gone.clone();
+        let app = Arc::new(ThreadApp::new(move |_req, ex| {
+            let start = ResponseEvent::Start {
+                status: 200,
+                headers: vec![],
+            };
+            send(&ex, start).unwrap();
+            // An endless stream: only the client's departure ends it.
+            while send(&ex, ResponseEvent::Body(vec![b'x'; 16384])).is_ok() {}
+            seen.store(true, Ordering::SeqCst);
+        }));
+        let h = serve(run, app);
+        let mut c = h.connect();
+        c.write_all(b"GET /endless HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut first = [0; 4096];
+        c.read_exact(&mut first).unwrap();
+        assert!(first.starts_with(b"HTTP/1.1 200"), "{name}");
+        drop(c);
+        eventually(&format!("{name}: the app told its client is gone"), || {
+            gone.load(Ordering::SeqCst)
+        });
+        h.shutdown(Duration::from_secs(1));
+    }
+}

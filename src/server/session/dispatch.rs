@@ -1,0 +1,214 @@
+//! A request served by the [`App`]: its body streamed into an [`Exchange`],
+//! its answer's [`ResponseEvent`]s written as they come.
+//!
+//! The core never waits for the application. It calls [`App::call`] at the
+//! head (an inline app, which runs on this thread, once the whole body is in
+//! the exchange) and moves on; the app's thread notifies the session when it
+//! has something for it, and [`HttpSession::on_notify`] picks it up:
+//!
+//! - a call the app refused (its queue is full) is kept and retried on each
+//!   notification; meanwhile the connection is not read;
+//! - the body is read only while the exchange has room for it
+//!   ([`Exchange::push_body`]), and again once the app took some;
+//! - `100 Continue` goes out when the app first reads the body;
+//! - answer bytes are credited to the app as the socket takes them
+//!   ([`Exchange::written`]), so a slow client makes the app wait;
+//! - once the answer ends, the next pipelined request is served.
+
+use std::sync::Arc;
+
+use crate::app::{App, AppRequest, Exchange, ResponseEvent};
+use crate::http::RequestHead;
+use crate::reply::Reply;
+
+use super::{access_log, HttpSession};
+
+/// The request the application is answering.
+pub(super) struct AppCall {
+    app: Arc<dyn App>,
+    exchange: Arc<Exchange>,
+    /// For the access log.
+    head: RequestHead,
+    /// Handed to the app not yet: an inline app is called once the body is
+    /// complete, and a full app hands a call back.
+    request: Option<AppRequest>,
+    body_complete: bool,
+    /// The status of the answer, once started.
+    status: Option<u16>,
+    /// Body bytes of the answer (for the access log).
+    sent: u64,
+}
+
+impl AppCall {
+    /// Whether the connection may read more of this request: not while the
+    /// app refuses the call or has enough of the body buffered.
+    pub(super) fn takes_input(&self) -> bool {
+        if self.app.inline() {
+            return true; // the core itself is to read the whole body first
+        }
+        self.request.is_none() && self.exchange.body_room()
+    }
+
+    pub(super) fn push_body(&mut self, data: Vec<u8>) {
+        // A false answer is seen by `takes_input`: the pump stops there.
+        self.exchange.push_body(data);
+    }
+
+    /// `n` bytes of output were written (some of them perhaps a previous
+    /// answer's: the credit only needs to be roughly right).
+    pub(super) fn written(&self, n: usize) {
+        self.exchange.written(n);
+    }
+
+    /// The call ends unanswered (the connection closed or failed): the app's
+    /// reads end and its sends fail.
+    pub(super) fn abandon(self) {
+        self.exchange.close();
+    }
+
+    /// Whether the call is due and still to be made.
+    fn due(&self) -> bool {
+        self.request.is_some() && (!self.app.inline() || self.body_complete)
+    }
+
+    /// Hand the request to the app; false if it refused (kept for a retry).
+    fn call(&mut self) -> bool {
+        let Some(request) = self.request.take() else {
+            return true;
+        };
+        match self.app.call(request, self.exchange.clone()) {
+            Ok(()) => true,
+            Err(refused) => {
+                self.request = Some(refused.request);
+                false
+            }
+        }
+    }
+}
+
+impl HttpSession {
+    /// Route `head` to the application.
+    pub(super) fn start_app(&mut self, app: Arc<dyn App>, head: RequestHead, out: &mut Vec<u8>) {
+        let inline = app.inline();
+        let exchange = Exchange::new(self.notifier.clone(), inline, head.expect_continue);
+        if inline {
+            // The core reads the whole body before the app runs: a client
+            // waiting for `100 Continue` would wait for ever.
+            self.conn.write_continue(out);
+        }
+        let request = AppRequest {
+            head: head.clone(),
+            peer: self.peer.clone(),
+            server: self.shared.server.clone(),
+        };
+        self.app = Some(AppCall {
+            app,
+            exchange: Arc::new(exchange),
+            head,
+            request: Some(request),
+            body_complete: false,
+            status: None,
+            sent: 0,
+        });
+        self.app_progress(out);
+    }
+
+    /// The request's body is complete (an inline app runs now).
+    pub(super) fn app_body_end(&mut self, out: &mut Vec<u8>) {
+        if let Some(call) = &mut self.app {
+            call.body_complete = true;
+            call.exchange.end_body();
+        }
+        self.app_progress(out);
+    }
+
+    /// Make the call if it is due, then write what the app has sent.
+    pub(super) fn app_progress(&mut self, out: &mut Vec<u8>) {
+        let Some(mut call) = self.app.take() else {
+            return;
+        };
+        if call.due() && !call.call() {
+            self.app = Some(call);
+            return;
+        }
+        if call.exchange.take_continue() {
+            self.conn.write_continue(out);
+        }
+        let mut events = Vec::new();
+        call.exchange.take_events(&mut events);
+        for event in events {
+            match self.app_event(&mut call, event, out) {
+                Some(()) => {}
+                None => {
+                    // The answer ended (or failed): the call is over.
+                    call.exchange.close();
+                    return;
+                }
+            }
+        }
+        self.app = Some(call);
+    }
+
+    /// Write one event of the answer; `None` once the answer is over.
+    fn app_event(
+        &mut self,
+        call: &mut AppCall,
+        event: ResponseEvent,
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        match event {
+            ResponseEvent::Start { status, headers } if call.status.is_none() => {
+                let list: Vec<(&str, &[u8])> = headers
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_slice()))
+                    .collect();
+                self.conn.start_response(status, &list, out);
+                call.status = Some(status);
+            }
+            ResponseEvent::Body(data) if call.status.is_some() => {
+                self.conn.write_body(&data, out);
+                call.sent += data.len() as u64;
+            }
+            ResponseEvent::File { file, offset, len } if call.status.is_some() => {
+                call.sent += self.queue_file(file, offset, len, out);
+            }
+            ResponseEvent::End if call.status.is_some() => {
+                self.conn.finish_response(out);
+                self.log_app(call);
+                return None;
+            }
+            ResponseEvent::Abort if call.status.is_some() => {
+                // Part of the answer is out: only a close tells the client it failed.
+                tracing::debug!("the application failed mid-answer: closing the connection");
+                self.closed = true;
+                self.deadline = None;
+                self.log_app(call);
+                return None;
+            }
+            event => {
+                // Abort before the head, or an event out of order (a second
+                // head, a body before the head): the app failed.
+                if !matches!(event, ResponseEvent::Abort) {
+                    tracing::warn!(?event, "the application answered out of order");
+                }
+                if call.status.is_some() {
+                    self.closed = true;
+                    self.deadline = None;
+                    self.log_app(call);
+                } else {
+                    let head = call.head.clone();
+                    self.respond(&head, Reply::text(500, "Internal Server Error"), out);
+                }
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    fn log_app(&self, call: &AppCall) {
+        if self.shared.access_log {
+            let status = call.status.unwrap_or(500);
+            access_log::record(&self.peer, &call.head, status, call.sent);
+        }
+    }
+}

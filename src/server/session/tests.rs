@@ -1,0 +1,526 @@
+//! Sans-IO session tests: the session driven by hand, the application on threads.
+
+use super::*;
+use std::io::Write;
+
+/// A notifier nobody drains (these sessions are driven by hand).
+fn notifier() -> Notifier {
+    let key = crate::backend::slab::Key::new(0, 0);
+    Notifier::new(crate::backend::share::Board::new(1), 0, key)
+}
+
+fn service(router: Router) -> HttpService {
+    HttpService::new(Arc::new(Shared {
+        router,
+        app: None,
+        server: Arc::new(crate::app::ServerAddr::Unix("/test".into())),
+        limits: Limits::default(),
+        header_read_timeout: Duration::from_secs(10),
+        keep_alive_timeout: Duration::from_secs(5),
+        access_log: false,
+    }))
+}
+
+/// Everything the session wants written, files read in place.
+fn drain(s: &mut HttpSession) -> Vec<u8> {
+    let mut all = Vec::new();
+    loop {
+        let n = match s.output() {
+            Output::None => return all,
+            Output::Bytes(b) => {
+                all.extend_from_slice(b);
+                b.len()
+            }
+            Output::File { fd, offset, len } => {
+                let mut buf = vec![0u8; len];
+                // SAFETY: `fd` is the session's open file, `buf` holds `len` bytes.
+                let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), len, offset as i64) };
+                all.extend_from_slice(&buf[..n as usize]);
+                n as usize
+            }
+        };
+        s.on_sent(n, Instant::now());
+    }
+}
+
+#[test]
+fn pipelined_answers_keep_their_order_around_a_file_body() {
+    let dir = std::env::temp_dir().join(format!("m0-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::File::create(dir.join("a.txt"))
+        .unwrap()
+        .write_all(b"FILEBODY")
+        .unwrap();
+    let router = Router::new(Some("/healthz".into()), vec![("/s".into(), dir.clone())]).unwrap();
+    let mut s = service(router).open(&Peer::Unix, notifier());
+    let now = Instant::now();
+    s.on_read(
+        b"GET /s/a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        now,
+    );
+    let out = String::from_utf8(drain(&mut s)).unwrap();
+    let file = out.find("FILEBODY").expect("file body sent");
+    let second = out.rfind("HTTP/1.1 200").unwrap();
+    assert!(
+        file < second,
+        "the second answer waited for the file body: {out}"
+    );
+    assert!(!s.done() && s.idle());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_head_that_starts_after_a_complete_one_is_timed() {
+    let mut s = service(Router::default()).open(&Peer::Unix, notifier());
+    let now = Instant::now();
+    s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HT", now);
+    drain(&mut s);
+    assert_eq!(s.deadline(), Some(now + Duration::from_secs(10)));
+    s.on_deadline(now + Duration::from_secs(11));
+    assert!(s.done());
+}
+
+#[test]
+fn an_idle_connection_gets_the_keep_alive_deadline() {
+    let mut s = service(Router::default()).open(&Peer::Unix, notifier());
+    let now = Instant::now();
+    s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", now);
+    assert!(String::from_utf8(drain(&mut s))
+        .unwrap()
+        .starts_with("HTTP/1.1 404"));
+    let later = Instant::now();
+    let d = s.deadline().expect("keep-alive deadline");
+    assert!(d >= now + Duration::from_secs(5) && d <= later + Duration::from_secs(5));
+    s.on_deadline(d - Duration::from_millis(1));
+    assert!(!s.done(), "not before the deadline");
+    s.on_deadline(d);
+    assert!(s.done());
+}
+
+#[test]
+fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
+    let mut idle = service(Router::default()).open(&Peer::Unix, notifier());
+    idle.on_shutdown();
+    assert!(idle.done());
+    let mut busy = service(Router::default()).open(&Peer::Unix, notifier());
+    busy.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    busy.on_shutdown();
+    // Done, but the backend closes only once the queued answer is written.
+    assert!(String::from_utf8(drain(&mut busy))
+        .unwrap()
+        .starts_with("HTTP/1.1 404"));
+    assert!(busy.done());
+    let mut fresh = service(Router::default()).open(&Peer::Unix, notifier());
+    fresh.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n", Instant::now());
+    fresh.on_shutdown();
+    assert!(!fresh.done(), "a request on its way is answered");
+    fresh.on_read(b"\r\n", Instant::now());
+    assert!(String::from_utf8(drain(&mut fresh))
+        .unwrap()
+        .contains("onnection: close"));
+    assert!(fresh.done());
+}
+
+#[test]
+fn a_request_with_a_body_is_answered_after_its_body() {
+    let router = Router::new(Some("/healthz".into()), vec![]).unwrap();
+    let mut s = service(router).open(&Peer::Unix, notifier());
+    let now = Instant::now();
+    s.on_read(
+        b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+        now,
+    );
+    assert!(
+        drain(&mut s).is_empty(),
+        "no answer before the body is read"
+    );
+    s.on_read(b"lo\r\nzz\r\n", now);
+    let out = String::from_utf8(drain(&mut s)).unwrap();
+    assert!(
+        out.starts_with("HTTP/1.1 400"),
+        "a malformed body gets its 400: {out}"
+    );
+    assert!(s.done());
+}
+
+// ---- requests answered by an application --------------------------------
+
+use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::testing::{answer, read_body, read_body_with, send, ThreadApp};
+use crate::app::{BodyRead, ResponseEvent};
+use crate::backend::share::Board;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A session whose unrouted requests go to `app`, and the board its
+/// notifications land on.
+fn app_session(app: ThreadApp) -> (HttpSession, Arc<ThreadApp>, Arc<Board>) {
+    let app = Arc::new(app);
+    let mut svc = service(Router::new(Some("/healthz".into()), vec![]).unwrap());
+    Arc::get_mut(&mut svc.shared).unwrap().app = Some(app.clone());
+    let board = Board::new(1);
+    let key = crate::backend::slab::Key::new(0, 0);
+    let s = svc.open(&Peer::Unix, Notifier::new(board.clone(), 0, key));
+    (s, app, board)
+}
+
+/// Drive `s` as a backend would (a client that takes everything at once):
+/// write its output and deliver its notifications until `until` holds of
+/// what was written.
+fn run_until(
+    s: &mut HttpSession,
+    board: &Board,
+    until: impl Fn(&HttpSession, &str) -> bool,
+) -> String {
+    let start = Instant::now();
+    let mut all = Vec::new();
+    loop {
+        all.extend(drain(s));
+        let text = String::from_utf8_lossy(&all).into_owned();
+        if until(s, &text) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "gave up waiting; written so far: {text:?}"
+        );
+        if board.take_ready(0).count() > 0 {
+            s.on_notify(Instant::now());
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[test]
+fn the_app_echoes_a_body_and_the_connection_is_kept() {
+    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+        let body = read_body(&ex).unwrap();
+        answer(&ex, 200, &body).unwrap();
+    }));
+    let now = Instant::now();
+    s.on_read(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world",
+        now,
+    );
+    assert_eq!(
+        s.deadline(),
+        None,
+        "no keep-alive clock while the app answers"
+    );
+    assert!(!s.idle(), "a request in the app is not idle");
+    let out = run_until(&mut s, &board, |_, o| o.ends_with("hello world"));
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(out.contains("Content-Length: 11\r\n"), "{out}");
+    assert!(s.idle() && !s.done());
+    assert!(
+        s.deadline().is_some(),
+        "idle again: the keep-alive clock runs"
+    );
+}
+
+#[test]
+fn pipelined_requests_reach_the_app_one_at_a_time_and_are_answered_in_order() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let seen = log.clone();
+    let (mut s, app, board) = app_session(ThreadApp::new(move |req, ex| {
+        let path = req.head.path().to_string();
+        seen.lock().unwrap().push(format!("call {path}"));
+        // The first is the slow one: an answer out of order would show.
+        std::thread::sleep(Duration::from_millis(if path == "/a" { 100 } else { 0 }));
+        seen.lock().unwrap().push(format!("end {path}"));
+        answer(&ex, 200, path.as_bytes()).unwrap();
+    }));
+    s.on_read(
+        b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+        Instant::now(),
+    );
+    let out = run_until(&mut s, &board, |_, o| o.ends_with("/b"));
+    let a = out.find("\r\n\r\n/a").expect("the first answer");
+    let health = out.find("\r\n\r\nOK").expect("the route's answer");
+    assert!(a < health, "answers out of order: {out}");
+    assert_eq!(app.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["call /a", "end /a", "call /b", "end /b"],
+        "the second request reached the app only after the first was answered"
+    );
+}
+
+/// The body of a chunked response, decoded.
+fn dechunk(mut body: &str) -> String {
+    let mut data = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk-size line");
+        let size = usize::from_str_radix(size, 16).unwrap();
+        if size == 0 {
+            assert_eq!(rest, "\r\n", "the body ends after the last chunk");
+            return data;
+        }
+        data.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").expect("a chunk's CRLF");
+    }
+}
+
+#[test]
+fn a_streamed_answer_without_a_length_is_chunked() {
+    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+        let start = ResponseEvent::Start {
+            status: 200,
+            headers: vec![("X-Stream".into(), b"yes".to_vec())],
+        };
+        send(&ex, start).unwrap();
+        for i in 0..5 {
+            send(&ex, ResponseEvent::Body(format!("chunk{i};").into_bytes())).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        send(&ex, ResponseEvent::End).unwrap();
+    }));
+    s.on_read(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    let out = run_until(&mut s, &board, |_, o| o.ends_with("0\r\n\r\n"));
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("Transfer-Encoding: chunked") && head.contains("X-Stream: yes"));
+    assert_eq!(dechunk(body), "chunk0;chunk1;chunk2;chunk3;chunk4;");
+}
+
+#[test]
+fn an_app_failing_before_its_answer_starts_gets_a_500() {
+    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+        send(&ex, ResponseEvent::Abort).unwrap();
+    }));
+    s.on_read(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    let out = run_until(&mut s, &board, |_, o| o.contains("Internal Server Error"));
+    assert!(out.starts_with("HTTP/1.1 500"), "{out}");
+    assert!(!s.done(), "a complete 500 keeps the connection");
+}
+
+#[test]
+fn an_app_failing_mid_answer_closes_the_connection() {
+    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+        let start = ResponseEvent::Start {
+            status: 200,
+            headers: vec![],
+        };
+        send(&ex, start).unwrap();
+        send(&ex, ResponseEvent::Body(b"partial".to_vec())).unwrap();
+        send(&ex, ResponseEvent::Abort).unwrap();
+    }));
+    s.on_read(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    let out = run_until(&mut s, &board, |s, o| s.done() && o.contains("partial"));
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(
+        !out.ends_with("0\r\n\r\n"),
+        "no last chunk: the client sees the failure"
+    );
+}
+
+#[test]
+fn a_refused_call_stops_reading_and_is_retried_when_notified() {
+    let (mut s, app, board) = app_session(
+        ThreadApp::new(|_req, ex| {
+            let body = read_body(&ex).unwrap();
+            answer(&ex, 201, &body).unwrap();
+        })
+        .refusing(1),
+    );
+    s.on_read(
+        b"POST /r HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nab",
+        Instant::now(),
+    );
+    assert_eq!(app.calls.load(Ordering::SeqCst), 1);
+    assert!(
+        !s.wants_read(),
+        "a refused call holds the connection's input"
+    );
+    let out = run_until(&mut s, &board, |s, _| s.wants_read());
+    assert!(out.is_empty());
+    assert_eq!(app.calls.load(Ordering::SeqCst), 2, "retried once notified");
+    s.on_read(b"cdef", Instant::now());
+    let out = run_until(&mut s, &board, |_, o| o.ends_with("abcdef"));
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+}
+
+#[test]
+fn a_slow_reading_app_stops_the_body_at_the_high_water() {
+    const TOTAL: usize = 2 << 20;
+    let taken = Arc::new(AtomicUsize::new(0));
+    let app_taken = taken.clone();
+    let (mut s, _app, board) = app_session(ThreadApp::new(move |_req, ex| {
+        let body = read_body_with(&ex, 16 * 1024, |piece| {
+            app_taken.fetch_add(piece.len(), Ordering::SeqCst);
+            std::thread::sleep(Duration::from_micros(300));
+        })
+        .unwrap();
+        let ok = body.len() == TOTAL && body.iter().enumerate().all(|(i, &b)| b == i as u8);
+        answer(&ex, 200, if ok { b"intact" } else { b"garbled" }).unwrap();
+    }));
+    let head = format!("PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: {TOTAL}\r\n\r\n");
+    s.on_read(head.as_bytes(), Instant::now());
+    let body: Vec<u8> = (0..TOTAL).map(|i| i as u8).collect();
+    let (mut fed, mut stops) = (0, 0);
+    let start = Instant::now();
+    while fed < TOTAL {
+        assert!(start.elapsed() < Duration::from_secs(10), "upload stalled");
+        if s.wants_read() {
+            let n = (TOTAL - fed).min(64 * 1024);
+            s.on_read(&body[fed..fed + n], Instant::now());
+            fed += n;
+            let buffered = fed - taken.load(Ordering::SeqCst);
+            assert!(
+                buffered <= BODY_HIGH_WATER + 64 * 1024,
+                "{buffered} bytes buffered for the app"
+            );
+        } else {
+            stops += 1;
+            run_until(&mut s, &board, |s, _| s.wants_read());
+        }
+    }
+    assert!(stops > 0, "the session never stopped reading");
+    let out = run_until(&mut s, &board, |_, o| {
+        o.contains("intact") || o.contains("garbled")
+    });
+    assert!(out.ends_with("intact"), "{out}");
+}
+
+#[test]
+fn a_file_event_is_sent_from_the_file_in_any_framing() {
+    let path = std::env::temp_dir().join(format!("m0-app-file-{}", std::process::id()));
+    std::fs::write(&path, b"0123456789FILEDATA").unwrap();
+    let file_path = path.clone();
+    let (mut s, _app, board) = app_session(ThreadApp::new(move |req, ex| {
+        let mut headers = vec![];
+        if req.head.path() == "/sized" {
+            headers.push(("Content-Length".to_string(), b"8".to_vec()));
+        }
+        send(
+            &ex,
+            ResponseEvent::Start {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
+        let file = std::fs::File::open(&file_path).unwrap();
+        send(
+            &ex,
+            ResponseEvent::File {
+                file,
+                offset: 10,
+                len: 8,
+            },
+        )
+        .unwrap();
+        send(&ex, ResponseEvent::End).unwrap();
+    }));
+    s.on_read(b"GET /sized HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    let out = run_until(&mut s, &board, |s, _| s.idle());
+    assert!(
+        out.contains("Content-Length: 8\r\n") && out.ends_with("\r\n\r\nFILEDATA"),
+        "{out}"
+    );
+    s.on_read(b"GET /chunked HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    let out = run_until(&mut s, &board, |s, _| s.idle());
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+    assert_eq!(dechunk(body), "FILEDATA");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn continue_is_sent_when_the_app_first_reads_the_body() {
+    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+        std::thread::sleep(Duration::from_millis(50));
+        let body = read_body(&ex).unwrap();
+        answer(&ex, 200, &body).unwrap();
+    }));
+    s.on_read(
+        b"POST /c HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n",
+        Instant::now(),
+    );
+    assert!(drain(&mut s).is_empty(), "no 100 before the app asks");
+    let out = run_until(&mut s, &board, |_, o| !o.is_empty());
+    assert_eq!(out, "HTTP/1.1 100 Continue\r\n\r\n");
+    s.on_read(b"body", Instant::now());
+    let out = run_until(&mut s, &board, |_, o| o.ends_with("body"));
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+#[test]
+fn a_dropped_session_tells_the_app_its_client_is_gone() {
+    let gone = Arc::new(Mutex::new(None));
+    let seen = gone.clone();
+    let (mut s, _app, _board) = app_session(ThreadApp::new(move |_req, ex| {
+        *seen.lock().unwrap() = Some(read_body(&ex).is_err());
+    }));
+    s.on_read(
+        b"POST /g HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npart",
+        Instant::now(),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(gone.lock().unwrap().is_none(), "the app waits for the body");
+    drop(s);
+    let start = Instant::now();
+    while gone.lock().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the app never woke"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(*gone.lock().unwrap(), Some(true), "its read ended in Gone");
+}
+
+#[test]
+fn an_inline_app_runs_on_the_core_once_the_body_is_complete() {
+    let (mut s, app, board) = app_session(
+        ThreadApp::new(|_req, ex| {
+            // Everything is there already: an inline app cannot wait.
+            let mut body = Vec::new();
+            while let Ok(BodyRead::Data(d)) = ex.try_read_body(3) {
+                body.extend_from_slice(&d);
+            }
+            assert_eq!(ex.try_read_body(3), Ok(BodyRead::Eof));
+            answer(&ex, 200, &body).unwrap();
+        })
+        .inline(),
+    );
+    s.on_read(
+        b"POST /i HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 6\r\n\r\n",
+        Instant::now(),
+    );
+    assert_eq!(
+        String::from_utf8(drain(&mut s)).unwrap(),
+        "HTTP/1.1 100 Continue\r\n\r\n",
+        "the core reads the body itself: the client is told to send it"
+    );
+    s.on_read(b"inl", Instant::now());
+    assert_eq!(
+        app.calls.load(Ordering::SeqCst),
+        0,
+        "not before the body is complete"
+    );
+    s.on_read(b"ine", Instant::now());
+    assert_eq!(
+        app.threads.lock().unwrap().as_slice(),
+        [std::thread::current().id()]
+    );
+    // Answered within the read, no notification needed.
+    let out = String::from_utf8(drain(&mut s)).unwrap();
+    assert!(out.ends_with("inline"), "{out}");
+    assert!(s.idle());
+    let _ = board;
+}
+
+#[test]
+fn shutdown_lets_an_answer_in_progress_finish_then_closes() {
+    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+        std::thread::sleep(Duration::from_millis(50));
+        answer(&ex, 200, b"finished").unwrap();
+    }));
+    s.on_read(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+    s.on_shutdown();
+    assert!(!s.idle() && !s.done(), "a request in the app is not idle");
+    let out = run_until(&mut s, &board, |_, o| o.ends_with("finished"));
+    assert!(out.contains("Connection: close\r\n"), "{out}");
+    assert!(s.done());
+}
