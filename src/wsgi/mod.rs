@@ -19,8 +19,9 @@ mod file_wrapper;
 mod input;
 mod response;
 mod start_response;
+#[cfg(test)]
+mod tests;
 
-use std::cell::Cell;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crossbeam_queue::SegQueue;
@@ -155,18 +156,12 @@ fn wake_waiters(waiters: &Waiters) {
     }
 }
 
-thread_local! {
-    /// Whether this core thread already keeps a Python thread state (loop-only shape).
-    static KEEPS_THREAD_STATE: Cell<bool> = const { Cell::new(false) };
-}
-
 impl App for WsgiApp {
     fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
         if self.shared.inline {
-            if !KEEPS_THREAD_STATE.get() {
-                m0serve_pool::keep_thread_state();
-                KEEPS_THREAD_STATE.set(true);
-            }
+            // Once per core thread (later calls return at once): attaches
+            // then reuse one thread state instead of making one per request.
+            m0serve_pool::keep_thread_state();
             Python::attach(|py| response::run(py, &self.shared, request, exchange));
             return Ok(());
         }

@@ -237,6 +237,9 @@ impl StartResponse {
 
     /// The response is complete: send the head if still pending, then the end.
     pub(super) fn end(&mut self, py: Python<'_>) -> PyResult<Flow> {
+        if !self.sent && !self.is_head {
+            self.set_length(0); // no body came: say so rather than chunk nothing
+        }
         if self.start(py)? == Flow::Gone {
             return Ok(Flow::Gone);
         }
