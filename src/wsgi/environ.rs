@@ -107,13 +107,11 @@ impl Constants {
         py: Python<'py>,
         server: &Arc<ServerAddr>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mut templates = self
-            .templates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, t)) = templates.iter().find(|(s, _)| Arc::ptr_eq(s, server)) {
-            return Ok(t.bind(py).clone());
+        if let Some(t) = self.find_template(py, server) {
+            return Ok(t);
         }
+        // Built without the lock: Python may run other threads meanwhile (a
+        // collection's finalizers), and one of them may want the lock.
         let t = self.base.bind(py).copy()?;
         let (name, port) = match &**server {
             ServerAddr::Tcp { host, port } => (host.clone(), port.to_string()),
@@ -121,9 +119,28 @@ impl Constants {
         };
         t.set_item("SERVER_NAME", name)?;
         t.set_item("SERVER_PORT", port)?;
-        // The Arc is kept, so its address cannot be reused by another server.
-        templates.push((Arc::clone(server), t.clone().unbind()));
+        let mut templates = self
+            .templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !templates.iter().any(|(s, _)| Arc::ptr_eq(s, server)) {
+            // The Arc is kept, so its address cannot be reused by another server.
+            templates.push((Arc::clone(server), t.clone().unbind()));
+        }
         Ok(t)
+    }
+
+    fn find_template<'py>(
+        &self,
+        py: Python<'py>,
+        server: &Arc<ServerAddr>,
+    ) -> Option<Bound<'py, PyDict>> {
+        let templates = self
+            .templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (_, t) = templates.iter().find(|(s, _)| Arc::ptr_eq(s, server))?;
+        Some(t.bind(py).clone())
     }
 
     /// The HTTP_* key for header `name`.

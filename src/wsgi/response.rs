@@ -164,13 +164,21 @@ fn send_file(
     wrapper: &FileWrapper,
     responder: &Bound<'_, StartResponse>,
 ) -> PyResult<Option<Flow>> {
-    let mut r = responder.borrow_mut();
-    if r.is_sent() || !r.allows_body() {
-        return Ok(None);
+    {
+        let r = responder.borrow();
+        if r.is_sent() || !r.allows_body() {
+            return Ok(None);
+        }
     }
+    // Not borrowed across fileno() and tell(): a file-like's Python code may
+    // call start_response.
     let Some(regular) = wrapper.regular_file(py) else {
         return Ok(None);
     };
+    let mut r = responder.borrow_mut();
+    if r.is_sent() {
+        return Ok(None);
+    }
     let available = regular.size.saturating_sub(regular.offset);
     let len = match r.content_length() {
         Some(len) => len.min(available),
