@@ -68,6 +68,7 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
         accept_paused_until: None,
         draining: false,
         completions: Vec::new(),
+        deferred: Vec::new(),
         spare: Vec::new(),
     };
     let served = core.serve();
@@ -122,6 +123,8 @@ struct Core<S: Service> {
     /// Graceful shutdown began.
     draining: bool,
     completions: Vec<Completion>,
+    /// Completions reaped mid-batch by [`Core::refill`], handled first next pass.
+    deferred: Vec<Completion>,
     spare: Vec<Vec<u8>>,
 }
 
@@ -130,9 +133,10 @@ impl<S: Service> Core<S> {
         let index = self.ctx.index;
         loop {
             self.ctx.board.begin_pass(index);
-            self.ring.complete(&mut self.completions);
-            let now = Instant::now();
             let mut completions = std::mem::take(&mut self.completions);
+            completions.append(&mut self.deferred);
+            self.ring.complete(&mut completions);
+            let now = Instant::now();
             for c in completions.drain(..) {
                 self.on_completion(c, now);
             }
@@ -158,7 +162,8 @@ impl<S: Service> Core<S> {
             }
 
             self.arm_timer(now)?;
-            let owed = self.listen_door.owed() || self.handoff_door.owed();
+            let owed =
+                self.listen_door.owed() || self.handoff_door.owed() || !self.deferred.is_empty();
             if !owed && self.ctx.board.park(index) {
                 self.ring.submit_and_wait()?;
             } else {
@@ -321,6 +326,9 @@ impl<S: Service> Core<S> {
     /// Admit the next pending connection: reserve it, then hand it to a
     /// sibling or serve it here.
     fn listen_step(&mut self, now: Instant) -> Step {
+        if self.pending.is_empty() {
+            self.refill(now);
+        }
         let Some(fd) = self.pending.pop_front() else {
             return Step::Empty;
         };
@@ -332,6 +340,28 @@ impl<S: Service> Core<S> {
             self.admit(fd, false, now);
         }
         Step::Admitted
+    }
+
+    /// The pending queue ran dry inside a batch: take the accepts the kernel
+    /// completed since the pass began, as an accept on a readiness backend
+    /// would until EAGAIN. Without this a batch ends where the pass's reaping
+    /// did, and draining (`M0_ACCEPT_BATCH=0`) would not drain: the batch rule
+    /// would hold whatever the knob said. The other completions reaped here
+    /// wait for the next pass, so the batch still runs after the events this
+    /// pass already saw.
+    fn refill(&mut self, now: Instant) {
+        if self.ring.accept_state() != AcceptState::Armed || self.ring.submit().is_err() {
+            return;
+        }
+        let mut reaped = std::mem::take(&mut self.completions);
+        self.ring.complete(&mut reaped);
+        for c in reaped.drain(..) {
+            match c {
+                Completion::Accepted { .. } => self.on_completion(c, now),
+                other => self.deferred.push(other),
+            }
+        }
+        self.completions = reaped;
     }
 
     /// Keep the multishot accept armed while connections can be taken, and

@@ -1,12 +1,35 @@
-//! WSGI (PEP 3333) applications on the pool (SKELETON: to be implemented).
+//! WSGI (PEP 3333) applications, run on the pool or inline on the core thread.
 //!
-//! Built only with the `python` feature.
+//! Built only with the `python` feature. A request becomes a pool [`Job`]: on
+//! a pool thread (GIL held) [`response::run`] builds the environ, calls the
+//! application and streams its answer back through the request's [`Exchange`].
+//! When the pool's queue is full the request is handed back ([`Refused`]) and
+//! its exchange waits in a queue the pool drains when room frees, notifying
+//! each refused session so that it calls again. With `threads == 0` (the
+//! loop-only shape) the view runs on the calling core thread itself.
+//!
+//! Files: [`environ`] (the environ dict), [`input`] (`wsgi.input`),
+//! [`errors`] (`wsgi.errors` and traceback logging), [`start_response`] (the
+//! callable and `write()`), [`file_wrapper`] (`wsgi.file_wrapper`), [`response`]
+//! (calling the app, iterating its result, `close()`).
 
-use std::sync::Arc;
+mod environ;
+mod errors;
+mod file_wrapper;
+mod input;
+mod response;
+mod start_response;
+#[cfg(test)]
+mod tests;
 
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use crossbeam_queue::SegQueue;
+use m0serve_pool::{Job, Pool};
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
-use crate::app::{App, AppRequest, Exchange, Refused};
+use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
 
 /// How the WSGI layer serves.
 #[derive(Clone, Debug)]
@@ -19,33 +42,142 @@ pub struct WsgiConfig {
     pub root_path: String,
 }
 
+/// What every request of one application shares (read-only once built).
+struct Shared {
+    app: Py<PyAny>,
+    environ: environ::Constants,
+    /// The loop-only shape: views run on the core thread.
+    inline: bool,
+}
+
+/// Exchanges of refused requests, notified once the pool has room again.
+type Waiters = SegQueue<Arc<Exchange>>;
+
 /// A WSGI callable served through the pool.
 pub struct WsgiApp {
-    _app: Py<PyAny>,
-    _config: WsgiConfig,
+    shared: Arc<Shared>,
+    /// `None` in the loop-only shape, and after [`WsgiApp::shutdown`].
+    pool: RwLock<Option<Pool>>,
+    waiters: Arc<Waiters>,
 }
 
 impl WsgiApp {
     /// Wrap the application object (already loaded) and start the pool.
-    pub fn new(_py: Python<'_>, app: Py<PyAny>, config: WsgiConfig) -> PyResult<Arc<WsgiApp>> {
+    pub fn new(py: Python<'_>, app: Py<PyAny>, config: WsgiConfig) -> PyResult<Arc<WsgiApp>> {
+        let shared = Arc::new(Shared {
+            app,
+            environ: environ::Constants::new(py, &config)?,
+            inline: config.threads == 0,
+        });
+        let waiters = Arc::new(Waiters::new());
+        let pool = if config.threads == 0 {
+            None
+        } else {
+            let on_room = {
+                let waiters = Arc::clone(&waiters);
+                Arc::new(move || wake_waiters(&waiters)) as Arc<dyn Fn() + Send + Sync>
+            };
+            let pool_config = m0serve_pool::Config {
+                threads: config.threads,
+                backpressure: config.backpressure.max(1),
+            };
+            let pool = Pool::start(pool_config, on_room)
+                .map_err(|e| PyOSError::new_err(format!("cannot start the WSGI pool: {e}")))?;
+            Some(pool)
+        };
         Ok(Arc::new(WsgiApp {
-            _app: app,
-            _config: config,
+            shared,
+            pool: RwLock::new(pool),
+            waiters,
         }))
     }
 
     /// Stop the pool once the server has drained (call without the GIL).
     pub fn shutdown(&self) {
-        todo!()
+        let pool = self
+            .pool
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(pool) = pool {
+            pool.shutdown();
+        }
+        // Nobody will make room any more: let refused sessions find that out.
+        wake_waiters(&self.waiters);
+    }
+
+    /// Hand the request to a pool thread, or back to the caller when the queue is full.
+    fn submit(
+        &self,
+        pool: &Pool,
+        request: AppRequest,
+        exchange: Arc<Exchange>,
+    ) -> Result<(), Box<Refused>> {
+        // A refused job comes back as an opaque closure: the request lives in
+        // a slot both sides can reach, so that it can be handed back too.
+        let slot = Arc::new(Mutex::new(Some((request, exchange))));
+        let job: Job = {
+            let shared = Arc::clone(&self.shared);
+            let slot = Arc::clone(&slot);
+            Box::new(move |py| {
+                let taken = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some((request, exchange)) = taken {
+                    response::run(py, &shared, request, exchange);
+                }
+            })
+        };
+        let Err(job) = pool.try_submit(job) else {
+            return Ok(());
+        };
+        // Register for a wake first, then try once more: room that freed
+        // between the refusal and the registration would otherwise be missed.
+        // If this try succeeds the registration stays and costs one spurious
+        // notify later, which sessions ignore.
+        if let Some((_, exchange)) = &*slot.lock().unwrap_or_else(PoisonError::into_inner) {
+            self.waiters.push(Arc::clone(exchange));
+        }
+        let Err(job) = pool.try_submit(job) else {
+            return Ok(());
+        };
+        drop(job);
+        let (request, exchange) = slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .expect("a refused job was never run, so its request is still in the slot");
+        Err(Box::new(Refused { request, exchange }))
+    }
+}
+
+/// Notify every waiting (refused) exchange: their sessions call again.
+fn wake_waiters(waiters: &Waiters) {
+    while let Some(exchange) = waiters.pop() {
+        exchange.notify();
     }
 }
 
 impl App for WsgiApp {
-    fn call(&self, _request: AppRequest, _exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
-        todo!()
+    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
+        if self.shared.inline {
+            // Once per core thread (later calls return at once): attaches
+            // then reuse one thread state instead of making one per request.
+            m0serve_pool::keep_thread_state();
+            Python::attach(|py| response::run(py, &self.shared, request, exchange));
+            return Ok(());
+        }
+        let pool = self.pool.read().unwrap_or_else(PoisonError::into_inner);
+        match pool.as_ref() {
+            Some(pool) => self.submit(pool, request, exchange),
+            None => {
+                // Shut down: nothing will run the view any more.
+                tracing::warn!(target: "m0serve::wsgi", "request after the pool was shut down");
+                let _ = exchange.try_send(ResponseEvent::Abort);
+                Ok(())
+            }
+        }
     }
 
     fn inline(&self) -> bool {
-        self._config.threads == 0
+        self.shared.inline
     }
 }
