@@ -16,7 +16,7 @@ from typing import Iterator, List, Optional
 
 import pytest
 
-from helpers import APPS, Server, child_env, m0serve_command
+from helpers import Server, start_server, stop_cleanly
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,35 +35,21 @@ def backends(config: pytest.Config) -> List[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", backends(metafunc.config))
+        # Module scope, so a module may keep one server per backend for many tests.
+        metafunc.parametrize("backend", backends(metafunc.config), scope="module")
 
 
 @pytest.fixture
 def serve(backend: str) -> Iterator:
-    """Start m0serve on `backend`: serve(APP, *flags, cwd=None, env=None, app_dir=APPS)."""
+    """Start m0serve on `backend`: serve(APP, *flags, cwd=None, env=None, app_dir=APPS)
+    (see helpers.start_server); each is stopped, and must exit 0, at teardown."""
     started: List[Server] = []
 
-    def start(app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS) -> Server:
-        argv = m0serve_command() + [
-            "--port=0",
-            "--cores=1",
-            f"--backend={backend}",
-            "--health-path=/healthz",
-            "--graceful-timeout=5",
-        ]
-        if app_dir is not None:
-            argv.append(f"--app-dir={app_dir}")
-        argv += list(flags)
-        if app is not None:
-            argv.append(app)
-        server = Server(argv, cwd, child_env(env))
+    def start(app: Optional[str], *flags: str, **kw) -> Server:
+        server = start_server(backend, app, *flags, **kw)
         started.append(server)
         return server
 
     yield start
     for server in started:
-        status = server.stop()
-        assert status == 0, f"m0serve exited {status} after SIGTERM\n{server.output}"
-        assert "panicked" not in server.output, server.output
-
-
+        stop_cleanly(server)

@@ -129,6 +129,31 @@ class Server:
         return sock
 
 
+def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS) -> Server:
+    """m0serve on `backend`, a free port, one core, `--health-path /healthz`,
+    `--app-dir app_dir` (None: the default, the current directory), then `flags` and `app`."""
+    argv = m0serve_command() + [
+        "--port=0",
+        "--cores=1",
+        f"--backend={backend}",
+        "--health-path=/healthz",
+        "--graceful-timeout=5",
+    ]
+    if app_dir is not None:
+        argv.append(f"--app-dir={app_dir}")
+    argv += list(flags)
+    if app is not None:
+        argv.append(app)
+    return Server(argv, cwd, child_env(env))
+
+
+def stop_cleanly(server: Server) -> None:
+    """SIGTERM; the exit must be graceful (0) and nothing may have panicked."""
+    status = server.stop()
+    assert status == 0, f"m0serve exited {status} after SIGTERM\n{server.output}"
+    assert "panicked" not in server.output, server.output
+
+
 def run_m0serve(*args: str, cwd=None, env=None, timeout: float = 30.0, python_m: bool = False):
     """Run m0serve to its exit (a command that must not serve)."""
     argv = [sys.executable, "-m", "m0serve"] if python_m else m0serve_command()
