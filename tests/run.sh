@@ -76,6 +76,63 @@ uring_works() {
     return 2
 }
 
+# find_python X.Y: the newest CPython X.Y.* under pyenv, else pythonX.Y on PATH.
+find_python() {
+    local want=$1 root p found=""
+    root=$(pyenv root 2>/dev/null || echo /root/.pyenv)
+    for p in "$root"/versions/"$want".*/bin/python"$want" /root/.pyenv/versions/"$want".*/bin/python"$want"; do
+        [ -x "$p" ] && found=$p
+    done
+    if [ -z "$found" ]; then
+        found=$(command -v "python$want" 2>/dev/null) || return 1
+    fi
+    echo "$found"
+}
+
+# python_leg PYTHON NAME: a fresh-enough virtualenv under target/, m0serve
+# installed from this checkout the way a user does, and the pytest suite.
+python_leg() {
+    local python=$1 name=$2 venv=target/py-$2
+    step "venv ($name)" "$python" -m venv "$venv" || return
+    step "pip install ($name)" "$venv/bin/python" -m pip install -q -r tests/python/requirements.txt || return
+    # --force-reinstall: the version does not change between commits, the code does.
+    # maturin builds for the venv's interpreter, not the PYO3_PYTHON of the cargo steps.
+    MATURIN_PEP517_ARGS=$maturin_args \
+        step "pip install . ($name)" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
+    M0_TEST_BACKENDS=$python_backends \
+        step "pytest ($name)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider
+}
+
+maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}
+newest_python=""
+pythons=()
+for want in 3.9 3.13; do
+    if p=$(find_python "$want"); then
+        pythons+=("$p")
+        newest_python=$p
+    else
+        echo "!!! CPython $want not found (pyenv, python$want): not tested" >&2
+        summary+=("SKIPPED: CPython $want (not found)")
+    fi
+done
+if [ "${#pythons[@]}" -eq 0 ]; then
+    p=$(command -v python3) && {
+        echo "!!! falling back to $p ($("$p" --version 2>&1)) for the Python leg" >&2
+        summary+=("NOTE: the Python leg ran on $("$p" --version 2>&1) only")
+        pythons+=("$p")
+        newest_python=$p
+    }
+fi
+if [ -n "$newest_python" ]; then
+    # Every cargo step builds pyo3 (the pool crate always, the root crate with
+    # the python feature) for the newest interpreter: one configuration, so
+    # pyo3 is not rebuilt between steps, and test binaries that embed Python
+    # find its libpython (pyenv's are not on the loader's path).
+    export PYO3_PYTHON=$newest_python
+    pylib=$("$newest_python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+    export LD_LIBRARY_PATH=$pylib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
 if ! step build cargo build --workspace --all-targets; then
     echo "build failed; nothing else can run" >&2
     exit 1
@@ -97,56 +154,10 @@ M0_TEST_BACKEND=$first_backend step "tests ($first_backend)" cargo test --worksp
 if [ "$first_backend" = uring ]; then
     M0_TEST_BACKEND=portable step "e2e (portable)" cargo test --no-fail-fast --test '*'
 fi
-# find_python X.Y: the newest CPython X.Y.* under pyenv, else pythonX.Y on PATH.
-find_python() {
-    local want=$1 root p found=""
-    root=$(pyenv root 2>/dev/null || echo /root/.pyenv)
-    for p in "$root"/versions/"$want".*/bin/python"$want" /root/.pyenv/versions/"$want".*/bin/python"$want"; do
-        [ -x "$p" ] && found=$p
-    done
-    if [ -z "$found" ]; then
-        found=$(command -v "python$want" 2>/dev/null) || return 1
-    fi
-    echo "$found"
-}
-
-# python_leg PYTHON NAME: a fresh-enough virtualenv under target/, m0serve
-# installed from this checkout the way a user does, and the pytest suite.
-python_leg() {
-    local python=$1 name=$2 venv=target/py-$2
-    step "venv ($name)" "$python" -m venv "$venv" || return
-    step "pip install ($name)" "$venv/bin/python" -m pip install -q -r tests/python/requirements.txt || return
-    # --force-reinstall: the version does not change between commits, the code does.
-    MATURIN_PEP517_ARGS=$maturin_args \
-        step "pip install . ($name)" "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
-    M0_TEST_BACKENDS=$python_backends \
-        step "pytest ($name)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider
-}
-
-maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}
 python_backends=portable
 [ "$first_backend" = uring ] && python_backends=uring,portable
-newest_python=""
-pythons=()
-for want in 3.9 3.13; do
-    if p=$(find_python "$want"); then
-        pythons+=("$p")
-        newest_python=$p
-    else
-        echo "!!! CPython $want not found (pyenv, python$want): not tested" >&2
-        summary+=("SKIPPED: CPython $want (not found)")
-    fi
-done
-if [ "${#pythons[@]}" -eq 0 ]; then
-    p=$(command -v python3) && {
-        echo "!!! falling back to $p ($("$p" --version 2>&1)) for the Python leg" >&2
-        summary+=("NOTE: the Python leg ran on $("$p" --version 2>&1) only")
-        pythons+=("$p")
-        newest_python=$p
-    }
-fi
 if [ -n "$newest_python" ]; then
-    PYO3_PYTHON=$newest_python step "tests (python feature)" cargo test --lib --features python
+    step "tests (python feature)" cargo test --lib --features python
 fi
 for p in "${pythons[@]}"; do
     python_leg "$p" "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
@@ -157,7 +168,7 @@ fi
 
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 if [ -n "$newest_python" ]; then
-    PYO3_PYTHON=$newest_python step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
+    step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
 fi
 step fmt cargo fmt --all --check
 
