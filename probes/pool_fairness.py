@@ -17,6 +17,12 @@ later requests. The verdict compares the worst overtaking with a bound in
 *connections* (16 in flight at any time), not milliseconds. Latency (p50, p99,
 max) and requests per second are printed beside it.
 
+The convoy arm starves in every run measured here. With only the keep rule
+off, starvation comes in episodes (on this 2-core box, 7 of 8 runs of 5-8 s
+showed one, overtaken by 75 to 7950; one stayed at 51), so an arm with a rule
+off gets up to three runs to show it; the fair arm gets one (its worst
+measured: 45 to 59 against the bound of 64).
+
     python probes/pool_fairness.py [--m0serve PATH] [--backend uring|portable]
            [--seconds S] [--arms fair,convoy,nokeep]
 
@@ -94,7 +100,8 @@ def overtaking(done):
     return out
 
 
-def run_arm(args, name):
+def measure(args, name):
+    """One run of an arm: (in order?, the printed line)."""
     env, expect = ARMS[name]
     server_args = ["--cores", "1", "--blocking-threads", str(THREADS), "--backend", args.backend]
     with Server(args.m0serve, server_args, env=env) as server:
@@ -110,35 +117,50 @@ def run_arm(args, name):
     lat = [(a - s) * 1000 for _, s, a in done]
     over = overtaking(done)
     worst = max(over) if over else 0
-    p99 = percentile(over, 99)
     span = max(a for _, _, a in done) - min(s for _, s, _ in done)
-    in_order = worst <= FAIR_BOUND
-    ok = in_order if expect == "in order" else not in_order
-    print(
-        "%-7s %-12s overtaken max %5d p99 %5d (bound %d) | latency p50 %6.2f p99 %7.2f max %7.2f ms | %6.0f req/s | %s"
-        % (
-            name,
-            "(" + expect + ")",
-            worst,
-            p99,
-            FAIR_BOUND,
-            percentile(lat, 50),
-            percentile(lat, 99),
-            max(lat),
-            len(done) / span,
-            "PASS" if ok else "FAIL",
-        )
+    line = "%-7s %-14s overtaken max %5d p99 %4d (bound %d) | latency p50 %6.2f p99 %7.2f max %7.2f ms | %6.0f req/s" % (
+        name,
+        "(" + expect + ")",
+        worst,
+        percentile(over, 99),
+        FAIR_BOUND,
+        percentile(lat, 50),
+        percentile(lat, 99),
+        max(lat),
+        len(done) / span,
     )
-    return ok
+    return worst <= FAIR_BOUND, line
+
+
+def run_arm(args, name):
+    """The fair arm must be in order in its run. An arm with a rule off must
+    be out of order; its starvation comes in episodes, so it gets up to
+    `--attempts` runs to show one (each printed)."""
+    expect_order = ARMS[name][1] == "in order"
+    attempts = 1 if expect_order else args.attempts
+    for i in range(attempts):
+        in_order, line = measure(args, name)
+        ok = in_order == expect_order
+        print("%s | %s" % (line, "PASS" if ok else ("FAIL" if i + 1 == attempts else "in order, again")), flush=True)
+        if ok:
+            return True
+    return False
 
 
 def main():
+    global PATH, CONNECTIONS, FAIR_BOUND
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     p.add_argument("--m0serve", default="m0serve")
     p.add_argument("--backend", default="uring")
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--arms", default="fair,convoy,nokeep")
+    p.add_argument("--ms", type=float, default=0.3, help="the view's GIL-holding time")
+    p.add_argument("--connections", type=int, default=CONNECTIONS)
+    p.add_argument("--attempts", type=int, default=3, help="runs an arm with a rule off gets to starve")
     args = p.parse_args()
+    PATH = "/busy?ms=%g" % args.ms
+    CONNECTIONS = args.connections
+    FAIR_BOUND = 4 * CONNECTIONS
     results = [run_arm(args, a.strip()) for a in args.arms.split(",")]
     print("pool-fairness: %s" % ("all verdicts hold" if all(results) else "A VERDICT FAILED"))
     return 0 if all(results) else 1
