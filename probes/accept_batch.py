@@ -7,7 +7,9 @@ its request). One core:
 
   1. the cost of one /slow?ms=10 request is measured first, on this box;
   2. a keep-alive connection K is established (and answered once);
-  3. a NEW connection sends /slow?ms=600: its admission parks the core;
+  3. K holds the core for 100 ms (/slow?ms=100) while a NEW connection sends
+     /slow?ms=600, so that the blocker is admitted out of the backlog with its
+     request already there: its admission (the eager read) parks the core;
   4. meanwhile 120 new connections queue, each with /slow?ms=10;
   5. then K sends /fast.
 
@@ -38,6 +40,7 @@ BURST = 120
 BATCH = 16
 BLOCKER_MS = 600
 SLOW_MS = 10
+HOLD_MS = 100
 MAX_GAP_S = 0.5
 
 
@@ -64,8 +67,16 @@ def run_arm(args, name):
         keep.send(request("/fast"))
         if not wait_answers([keep], {keep: 1}, 10)[keep]:
             sys.exit("probe: the keep-alive connection was not answered")
+        # The blocker must be admitted inside a listen batch with its request
+        # already there for the eager read, as a connection out of a backlog
+        # is: K first holds the core for a moment, and the blocker queues
+        # behind it.
+        keep.send(request("/slow?ms=%d" % HOLD_MS))
+        time.sleep(0.02)
         blocker = Conn(server.addr)
         blocker.send(request("/slow?ms=%d" % BLOCKER_MS))
+        if not wait_answers([keep], {keep: 1}, 10)[keep]:
+            sys.exit("probe: the keep-alive connection's hold was not answered")
         time.sleep(0.1)  # the core is inside the blocker now
         burst = []
         for _ in range(BURST):
