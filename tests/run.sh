@@ -40,6 +40,7 @@ step() {
         /^ *Running /   { crate = $NF; sub(/.*\//, "", crate); sub(/-[0-9a-f]+\)$/, "", crate)
                           suite = ($2 == "unittests") ? crate " " $3 : $2 }
         /^ *Doc-tests / { suite = "doc-tests " $2 }
+        /^(pool-fairness|accept-batch)/ { print $0 }
         /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
         /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
                           gsub(/=/, ""); sub(/^ +/, ""); sub(/ +$/, ""); print $0 }' "$log")
@@ -164,6 +165,19 @@ for p in "${pythons[@]}"; do
 done
 if [ "${#pythons[@]}" -eq 0 ]; then
     failed+=("no Python interpreter found for the Python leg")
+fi
+
+# The probes judge timing mechanisms by order and ratios, on a release build
+# (the dev profile's costs would move the GIL turn's slice).
+if [ -n "$newest_python" ]; then
+    venv=target/py-probes
+    if step "venv (probes)" "$newest_python" -m venv "$venv" &&
+        step "pip install . (probes, release)" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps .; then
+        for backend in ${python_backends//,/ }; do
+            step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$venv/bin/m0serve" --backend "$backend"
+        done
+        step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$venv/bin/m0serve" --backend "${python_backends%%,*}"
+    fi
 fi
 
 step clippy cargo clippy --workspace --all-targets -- -D warnings
