@@ -6,7 +6,7 @@ shared/probe_app.py (a view that holds the GIL), three arms:
 
   fair     the default (hand-off barrier + keep rule)          must be IN order
   convoy   M0_POOL_TURN=0 (no barrier, no keep rule)           must be OUT of order
-  nokeep   M0_POOL_TURN_KEEP=0 (barrier, a drop every job)     must be OUT of order
+  nokeep   M0_POOL_TURN_KEEP=0 (barrier, a drop every job)     printed, not judged
 
 Judged by ORDER, which a noisy machine does not blur: every request gets a
 global sequence number as it is sent; a request is *overtaken* by each request
@@ -17,12 +17,16 @@ later requests. The verdict compares the worst overtaking with a bound in
 *connections* (16 in flight at any time), not milliseconds. Latency (p50, p99,
 max) and requests per second are printed beside it.
 
-The convoy arm starves in every run measured here. With only the keep rule
-off, starvation comes in episodes (on this 2-core box, 7 of 8 runs of 5-8 s
-showed one, overtaken by 75 to 7950; one stayed at 51), so an arm with a rule
-off gets up to three runs to show it; the fair arm gets one (its worst
-measured in quiet runs: 45 to 59 against the bound of 64; one run in about
-fifteen stalled for hundreds of milliseconds, so it gets a second run).
+The convoy arm starves in every run measured here (overtaken by 2300 to 9400,
+max latency 0.8 to 3 s); it gets up to three runs all the same. The fair arm
+must be in order (worst measured in quiet runs: 45 to 59 against the bound of
+64; one run in about fifteen stalled for hundreds of milliseconds, so it gets
+a second run). The keep-off arm is printed but NOT judged: on this 2-core box
+with this client its starvation comes in episodes (runs of 5-8 s measured 51,
+52, 56, 63, 75, 82, 113, 137, 364, 418, 4504, 7950) at every load tried (0.1
+to 1 ms views, 8 to 32 connections), so no bound separates it from the fair
+arm; the keep rule is held by the pool's unit tests instead (kept jobs > 0
+with it, 0 without).
 
     python probes/pool_fairness.py [--m0serve PATH] [--backend uring|portable]
            [--seconds S] [--arms fair,convoy,nokeep]
@@ -51,7 +55,8 @@ FAIR_BOUND = 4 * CONNECTIONS
 ARMS = {
     "fair": ({}, "in order"),
     "convoy": ({"M0_POOL_TURN": "0"}, "out of order"),
-    "nokeep": ({"M0_POOL_TURN_KEEP": "0"}, "out of order"),
+    # Measured and printed, not judged: see the module doc.
+    "nokeep": ({"M0_POOL_TURN_KEEP": "0"}, "reported"),
 }
 
 
@@ -137,7 +142,12 @@ def run_arm(args, name):
     """The fair arm must be in order (in one of two runs). An arm with a rule
     off must be out of order; its starvation comes in episodes, so it gets up
     to `--attempts` runs to show one. Every run is printed."""
-    expect_order = ARMS[name][1] == "in order"
+    expect = ARMS[name][1]
+    if expect == "reported":
+        _, line = measure(args, name)
+        print("%s | (not judged)" % line, flush=True)
+        return True
+    expect_order = expect == "in order"
     # A stall of the whole VM (steal) can hit any run: the fair arm gets a
     # second run if its first shows one.
     attempts = 2 if expect_order else args.attempts
