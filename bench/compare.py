@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Side-by-side wrk comparison of servers, arms alternating round by round.
+
+    python bench/compare.py SPEC.json
+
+SPEC (JSON): {
+  "name": "wsgi-hello",                 # results go to bench/results/NAME-<stamp>.json and NAME.md
+  "title": "GET / of probe_app:wsgi",
+  "path": "/", "connections": 64, "threads": 2, "duration": "5s", "rounds": 3,
+  "baseline": "granian",                # ratios are to this arm's median req/s
+  "arms": [{"name": "...", "cmd": ["...", "{port}", ...], "env": {...}, "cwd": "..."}, ...],
+  "targets": {"arm": 1.3, ...},         # optional: ratio to the baseline an arm must reach
+  "cpus": {"server": "0", "client": "1"}  # optional taskset pinning
+}
+
+Every server is started once, on a free loopback port ("{port}" in its
+command), waited for, and stopped with SIGTERM at the end. Each round runs wrk
+against every arm in turn; the table gives medians (req/s, p50, p99, max) and
+the ratio of each arm's median req/s to the baseline's.
+"""
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def ms(value):
+    n, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", value).groups()
+    return float(n) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def parse_wrk(text):
+    lat = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", text)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1)),
+        "p50_ms": ms(re.search(r"^\s+50%\s+(\S+)", text, re.M).group(1)),
+        "p99_ms": ms(re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1)),
+        "max_ms": ms(lat.group(1)) if lat else None,
+        "non_2xx": int((re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text) or [0, 0])[1]),
+        "socket_errors": (re.search(r"Socket errors:.*", text) or [None])[0],
+    }
+
+
+def taskset(cpus, cmd):
+    return ["taskset", "-c", cpus] + cmd if cpus else cmd
+
+
+def main():
+    spec = json.load(open(sys.argv[1]))
+    cpus = spec.get("cpus", {})
+    servers = {}
+    logs = {}
+    try:
+        for arm in spec["arms"]:
+            port = free_port()
+            cmd = [c.replace("{port}", str(port)) for c in arm["cmd"]]
+            env = dict(os.environ, **arm.get("env", {}))
+            log = open("/tmp/bench-%s-%s.log" % (spec["name"], arm["name"]), "w")
+            logs[arm["name"]] = log.name
+            proc = subprocess.Popen(taskset(cpus.get("server"), cmd), env=env, cwd=arm.get("cwd", ROOT),
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            servers[arm["name"]] = (proc, port)
+            if not wait_port(port, proc):
+                sys.exit("bench: %s did not start (%s); log: %s" % (arm["name"], " ".join(cmd), log.name))
+            # Warm up (imports, caches) outside the measured rounds.
+            subprocess.run(["wrk", "-t1", "-c4", "-d1s", "http://127.0.0.1:%d%s" % (port, spec["path"])],
+                           capture_output=True)
+        runs = []
+        for rnd in range(1, spec["rounds"] + 1):
+            for arm in spec["arms"]:
+                _, port = servers[arm["name"]]
+                out = subprocess.run(
+                    taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
+                                                 "-c%d" % spec["connections"], "-d" + spec["duration"],
+                                                 "http://127.0.0.1:%d%s" % (port, spec["path"])]),
+                    capture_output=True, text=True).stdout
+                r = dict(parse_wrk(out), round=rnd, arm=arm["name"])
+                runs.append(r)
+                print(json.dumps(r), flush=True)
+    finally:
+        for proc, _ in servers.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc, _ in servers.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    summary = {}
+    for arm in spec["arms"]:
+        mine = [r for r in runs if r["arm"] == arm["name"]]
+        summary[arm["name"]] = {k: statistics.median(r[k] for r in mine if r[k] is not None)
+                                for k in ("rps", "p50_ms", "p99_ms", "max_ms")}
+        summary[arm["name"]]["non_2xx"] = sum(r["non_2xx"] for r in mine)
+    base = summary[spec["baseline"]]["rps"]
+    for s in summary.values():
+        s["ratio"] = s["rps"] / base
+    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    json_name = "%s-%s.json" % (spec["name"], stamp)
+    doc = {"date": stamp, "spec": spec, "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+           "runs": runs, "summary": summary}
+    json.dump(doc, open(os.path.join(ROOT, "bench/results", json_name), "w"), indent=2)
+    targets = spec.get("targets", {})
+    rows = ["| server | median req/s | ratio to %s | target | p50 | p99 | max | non-2xx |" % spec["baseline"],
+            "|---|---:|---:|---|---:|---:|---:|---:|"]
+    for arm in spec["arms"]:
+        s = summary[arm["name"]]
+        t = targets.get(arm["name"])
+        verdict = "" if t is None else ">= %.1fx: %s" % (t, "met" if s["ratio"] >= t else "MISSED")
+        rows.append("| %s | %s | %.2fx | %s | %.2f ms | %.2f ms | %.1f ms | %d |" % (
+            arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], verdict,
+            s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"]))
+    md = "# %s\n\n%s: wrk -t%d -c%d -d%s, %d alternating rounds per arm, %s (%d CPUs, Linux %s).\nRaw runs: [%s](%s).\n\n%s\n" % (
+        spec["title"], stamp, spec["threads"], spec["connections"], spec["duration"], spec["rounds"],
+        "servers on CPUs %s, wrk on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
+        os.cpu_count(), platform.release(), json_name, json_name, "\n".join(rows))
+    open(os.path.join(ROOT, "bench/results", spec["name"] + ".md"), "w").write(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
