@@ -22,6 +22,23 @@ pub fn place(ctx: &CoreContext, conn: Accepted) -> Option<Accepted> {
     }
 }
 
+/// Begin serving a connection here: [`prepare`] it and record the admission.
+/// On an error the connection is to be dropped unserved (None): its
+/// reservation is released here.
+pub fn begin(ctx: &CoreContext, fd: BorrowedFd<'_>, handed: bool) -> Option<Peer> {
+    match prepare(fd) {
+        Ok(peer) => {
+            ctx.admitted(handed);
+            Some(peer)
+        }
+        Err(e) => {
+            tracing::debug!(core = ctx.index, "dropping a connection: {e}");
+            ctx.control.release();
+            None
+        }
+    }
+}
+
 /// Name the peer and set the socket up to be served. TCP gets `TCP_NODELAY`:
 /// a response leaves in whole writes, and Nagle would only hold back its last
 /// segment until the client's delayed ACK. An error (the peer reset before we

@@ -389,15 +389,9 @@ impl<S: Service> Core<S> {
     /// Admit a connection whose slot is reserved, and read it eagerly: what
     /// the client sent with its connect is served now, not a pass later.
     fn admit(&mut self, fd: OwnedFd, handed: bool) {
-        let peer = match admit::prepare(fd.as_fd()) {
-            Ok(peer) => peer,
-            Err(e) => {
-                tracing::debug!(core = self.ctx.index, "dropping a connection: {e}");
-                self.ctx.control.release();
-                return;
-            }
+        let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
+            return;
         };
-        self.ctx.admitted(handed);
         let raw = fd.as_raw_fd();
         let (service, ctx) = (&mut self.service, &self.ctx);
         let key = self.conns.insert_with(|key| Conn {

@@ -402,15 +402,9 @@ impl<S: Service> Core<S> {
 
     /// Serve `fd` on this core: open its session and read eagerly.
     fn admit(&mut self, fd: OwnedFd, handed: bool, now: Instant) {
-        let peer = match admit::prepare(fd.as_fd()) {
-            Ok(peer) => peer,
-            Err(e) => {
-                tracing::debug!(core = self.ctx.index, "dropping a connection: {e}");
-                self.ctx.control.release();
-                return;
-            }
+        let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
+            return;
         };
-        self.ctx.admitted(handed);
         let rbuf = self.spare_buf(READ_BUF);
         let wbuf = self.spare_buf(0);
         let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
