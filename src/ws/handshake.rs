@@ -279,6 +279,36 @@ mod tests {
     }
 
     #[test]
+    fn the_101_leaves_through_the_http_connection_and_frames_follow() {
+        use crate::http::{Event, Limits, ServerConn};
+        use crate::ws::frame::client_frame;
+        use crate::ws::{WsConn, WsEvent};
+
+        let mut http = ServerConn::new(Limits::default());
+        let request = format!("GET /chat HTTP/1.1\r\nHost: h\r\n{}\r\n", good(""));
+        // The client's first frame came in the same read as its request.
+        let hello = client_frame(true, 1, b"Hello", [1, 2, 3, 4]);
+        http.recv(&[request.as_bytes(), &hello].concat());
+        let Some(Event::Head(head)) = http.next_event() else {
+            panic!()
+        };
+        let upgrade = validate(&head).unwrap();
+        let mut out = Vec::new();
+        http.start_response(101, &upgrade.response_headers(None), &mut out);
+        http.finish_response(&mut out);
+        let response = String::from_utf8(out).unwrap();
+        assert!(response.starts_with("HTTP/1.1 101 Switching Protocols\r\n"));
+        assert!(response.contains("\r\nConnection: Upgrade\r\n"));
+        assert!(response.contains("\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+        assert!(response.ends_with("\r\n\r\n") && !response.contains("Content-Length"));
+
+        assert!(http.is_upgraded());
+        let mut ws = WsConn::new(1 << 20);
+        ws.recv(&http.take_buffered());
+        assert_eq!(ws.next_event(), Some(WsEvent::Text("Hello".into())));
+    }
+
+    #[test]
     fn keys_must_decode_to_sixteen_bytes() {
         for key in [
             "",
