@@ -8,6 +8,7 @@
 //!   graceful shutdown, and glues the protocol to the routes ([`server::session`]);
 //! - [`routes`]: the Rust-native routes answered on the core thread (health, static files);
 //! - [`http`]: the sans-IO HTTP/1.1 protocol: bytes in, events out, no sockets;
+//! - [`ws`]: its WebSocket (RFC 6455) sibling, entered after an HTTP upgrade;
 //! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
 //!   which know nothing of HTTP: they drive [`backend::Session`]s.
 //!
@@ -23,5 +24,6 @@ pub mod python;
 pub mod reply;
 pub mod routes;
 pub mod server;
+pub mod ws;
 #[cfg(feature = "python")]
 pub mod wsgi;

@@ -1,0 +1,413 @@
+//! Frames (RFC 6455 §5.2): headers parsed from what a client sent, headers
+//! written for what the server sends, and payload masking (§5.3).
+//!
+//! A server sees only client frames, so parsing enforces the client's rules:
+//! every frame masked (§5.1), no RSV bit without a negotiated extension (none
+//! is offered), a known opcode, control frames final and at most 125 bytes
+//! (§5.5), and a 64-bit length with its top bit clear. Lengths in a longer
+//! form than needed are accepted: the RFC says "minimal number of bytes MUST
+//! be used" but receivers gain nothing by refusing them. Each violation is a
+//! [`FrameError`], answered with close code 1002. Server frames are never
+//! masked (§5.1), and always final here: messages go out in one frame.
+
+use super::close::{ProtocolError, PROTOCOL_ERROR};
+
+/// The most payload a control frame may carry (§5.5).
+pub const MAX_CONTROL_PAYLOAD: usize = 125;
+
+/// A frame's opcode (§5.2); the reserved ones are refused when parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpCode {
+    Continuation,
+    Text,
+    Binary,
+    Close,
+    Ping,
+    Pong,
+}
+
+impl OpCode {
+    fn from_bits(bits: u8) -> Option<OpCode> {
+        Some(match bits {
+            0x0 => OpCode::Continuation,
+            0x1 => OpCode::Text,
+            0x2 => OpCode::Binary,
+            0x8 => OpCode::Close,
+            0x9 => OpCode::Ping,
+            0xA => OpCode::Pong,
+            _ => return None,
+        })
+    }
+
+    /// The 4-bit value on the wire.
+    pub fn bits(self) -> u8 {
+        match self {
+            OpCode::Continuation => 0x0,
+            OpCode::Text => 0x1,
+            OpCode::Binary => 0x2,
+            OpCode::Close => 0x8,
+            OpCode::Ping => 0x9,
+            OpCode::Pong => 0xA,
+        }
+    }
+
+    /// Close, Ping and Pong: they may arrive between the fragments of a message.
+    pub fn is_control(self) -> bool {
+        matches!(self, OpCode::Close | OpCode::Ping | OpCode::Pong)
+    }
+}
+
+/// A client frame's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// The last frame of its message.
+    pub fin: bool,
+    pub opcode: OpCode,
+    /// The masking key the payload is XORed with.
+    pub mask: [u8; 4],
+    /// The payload's length (below 2^63).
+    pub len: u64,
+}
+
+/// A client frame that breaks the framing rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// RSV1, RSV2 or RSV3 set: no extension was negotiated.
+    ReservedBits,
+    /// One of the reserved opcodes (3-7, B-F).
+    UnknownOpcode(u8),
+    /// The MASK bit is clear: clients must mask every frame.
+    Unmasked,
+    /// A 64-bit length with its most significant bit set.
+    LengthOverflow,
+    /// A control frame with more than 125 bytes of payload.
+    ControlTooLong,
+    /// A control frame without FIN.
+    ControlFragmented,
+}
+
+impl FrameError {
+    pub fn reason(self) -> &'static str {
+        match self {
+            FrameError::ReservedBits => "reserved bits set",
+            FrameError::UnknownOpcode(_) => "unknown opcode",
+            FrameError::Unmasked => "unmasked client frame",
+            FrameError::LengthOverflow => "frame length out of range",
+            FrameError::ControlTooLong => "control frame longer than 125 bytes",
+            FrameError::ControlFragmented => "fragmented control frame",
+        }
+    }
+}
+
+impl From<FrameError> for ProtocolError {
+    fn from(e: FrameError) -> Self {
+        ProtocolError::new(PROTOCOL_ERROR, e.reason())
+    }
+}
+
+/// Parses the header of a client frame at the start of `buf`: the header and
+/// its size in bytes, or `None` until enough bytes have arrived. Errors are
+/// reported as soon as the bytes that show them are there (fail fast).
+pub fn parse_client_header(buf: &[u8]) -> Result<Option<(FrameHeader, usize)>, FrameError> {
+    let [b0, b1, ref rest @ ..] = *buf else {
+        return Ok(None);
+    };
+    if b0 & 0x70 != 0 {
+        return Err(FrameError::ReservedBits);
+    }
+    let opcode = OpCode::from_bits(b0 & 0x0F).ok_or(FrameError::UnknownOpcode(b0 & 0x0F))?;
+    let fin = b0 & 0x80 != 0;
+    let short = b1 & 0x7F;
+    if opcode.is_control() {
+        if !fin {
+            return Err(FrameError::ControlFragmented);
+        }
+        if usize::from(short) > MAX_CONTROL_PAYLOAD {
+            return Err(FrameError::ControlTooLong);
+        }
+    }
+    if b1 & 0x80 == 0 {
+        return Err(FrameError::Unmasked);
+    }
+    let (len, rest) = match short {
+        126 => match *rest {
+            [a, b, ref rest @ ..] => (u64::from(u16::from_be_bytes([a, b])), rest),
+            _ => return Ok(None),
+        },
+        127 => {
+            if rest.first().is_some_and(|&b| b & 0x80 != 0) {
+                return Err(FrameError::LengthOverflow);
+            }
+            match *rest {
+                [a, b, c, d, e, f, g, h, ref rest @ ..] => {
+                    (u64::from_be_bytes([a, b, c, d, e, f, g, h]), rest)
+                }
+                _ => return Ok(None),
+            }
+        }
+        n => (u64::from(n), rest),
+    };
+    let [m0, m1, m2, m3, ref payload @ ..] = *rest else {
+        return Ok(None);
+    };
+    let header = FrameHeader {
+        fin,
+        opcode,
+        mask: [m0, m1, m2, m3],
+        len,
+    };
+    Ok(Some((header, buf.len() - payload.len())))
+}
+
+/// XORs `data` with `mask` (§5.3), where `data` starts `offset` bytes into
+/// the frame's payload (a payload unmasked piece by piece as it arrives).
+/// Eight bytes at a time: this runs over every byte a client sends.
+pub fn apply_mask(data: &mut [u8], mask: [u8; 4], offset: u64) {
+    let mut m = mask;
+    m.rotate_left((offset % 4) as usize);
+    let wide = u64::from_ne_bytes([m[0], m[1], m[2], m[3], m[0], m[1], m[2], m[3]]);
+    let mut chunks = data.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        chunk.copy_from_slice(&(u64::from_ne_bytes(word) ^ wide).to_ne_bytes());
+    }
+    // Whole words consumed a multiple of 4 bytes, so the key's phase is unchanged.
+    for (b, k) in chunks.into_remainder().iter_mut().zip(m.iter().cycle()) {
+        *b ^= k;
+    }
+}
+
+/// Appends an unmasked (server) frame header for a payload of `len` bytes,
+/// in the shortest length form.
+pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: OpCode, len: usize) {
+    let b0 = (u8::from(fin) << 7) | opcode.bits();
+    if len < 126 {
+        out.extend_from_slice(&[b0, len as u8]);
+    } else if let Ok(len) = u16::try_from(len) {
+        let [a, b] = len.to_be_bytes();
+        out.extend_from_slice(&[b0, 126, a, b]);
+    } else {
+        out.extend_from_slice(&[b0, 127]);
+        out.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+}
+
+/// Appends a whole, final, unmasked frame.
+pub fn write_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    out.reserve(10 + payload.len());
+    write_header(out, true, opcode, payload.len());
+    out.extend_from_slice(payload);
+}
+
+/// A client frame as the tests' peer sends it: masked, length in the shortest form.
+#[cfg(test)]
+pub(crate) fn client_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let b0 = (u8::from(fin) << 7) | opcode;
+    if payload.len() < 126 {
+        out.extend_from_slice(&[b0, 0x80 | payload.len() as u8]);
+    } else if payload.len() <= 0xFFFF {
+        out.extend_from_slice(&[b0, 0x80 | 126]);
+        out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    } else {
+        out.extend_from_slice(&[b0, 0x80 | 127]);
+        out.extend_from_slice(&(payload.len() as u64).to_be_bytes());
+    }
+    out.extend_from_slice(&mask);
+    out.extend(payload.iter().zip(mask.iter().cycle()).map(|(b, k)| b ^ k));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MASK: [u8; 4] = [0x37, 0xFA, 0x21, 0x3D];
+
+    fn parse(buf: &[u8]) -> Result<Option<(FrameHeader, usize)>, FrameError> {
+        parse_client_header(buf)
+    }
+
+    #[test]
+    fn parses_the_rfc_masked_hello() {
+        // RFC 6455 §5.7: a single-frame masked text message "Hello".
+        let frame = [
+            0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58,
+        ];
+        let (h, n) = parse(&frame).unwrap().unwrap();
+        assert_eq!(
+            h,
+            FrameHeader {
+                fin: true,
+                opcode: OpCode::Text,
+                mask: MASK,
+                len: 5
+            }
+        );
+        assert_eq!(n, 6);
+        let mut payload = frame[n..].to_vec();
+        apply_mask(&mut payload, h.mask, 0);
+        assert_eq!(payload, b"Hello");
+    }
+
+    #[test]
+    fn a_header_split_anywhere_waits_for_the_rest() {
+        for payload_len in [5, 300, 70_000] {
+            let frame = client_frame(false, 2, &vec![7; payload_len], MASK);
+            let header_len = frame.len() - payload_len;
+            for end in 0..header_len {
+                assert_eq!(parse(&frame[..end]), Ok(None), "{payload_len} at {end}");
+            }
+            let (h, n) = parse(&frame[..header_len]).unwrap().unwrap();
+            assert_eq!((h.len, n, h.fin), (payload_len as u64, header_len, false));
+            assert_eq!(h.opcode, OpCode::Binary);
+        }
+    }
+
+    #[test]
+    fn sixteen_and_sixty_four_bit_lengths() {
+        let mut f = vec![0x82, 0x80 | 126, 0x01, 0x00];
+        f.extend_from_slice(&MASK);
+        assert_eq!(parse(&f).unwrap().unwrap().0.len, 256);
+        assert_eq!(parse(&f).unwrap().unwrap().1, 8);
+
+        let mut f = vec![0x82, 0x80 | 127, 0, 0, 0, 1, 0, 0, 0, 5];
+        f.extend_from_slice(&MASK);
+        let (h, n) = parse(&f).unwrap().unwrap();
+        assert_eq!((h.len, n), ((1 << 32) + 5, 14));
+
+        // The largest length allowed: top bit clear, all others set.
+        let mut f = vec![
+            0x82,
+            0x80 | 127,
+            0x7F,
+            0xFF,
+            0xFF,
+            0xFF,
+            0xFF,
+            0xFF,
+            0xFF,
+            0xFF,
+        ];
+        f.extend_from_slice(&MASK);
+        assert_eq!(parse(&f).unwrap().unwrap().0.len, u64::MAX >> 1);
+    }
+
+    #[test]
+    fn non_minimal_lengths_are_accepted() {
+        let mut f = vec![0x81, 0x80 | 126, 0, 5];
+        f.extend_from_slice(&MASK);
+        assert_eq!(parse(&f).unwrap().unwrap().0.len, 5);
+        let mut f = vec![0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 5];
+        f.extend_from_slice(&MASK);
+        assert_eq!(parse(&f).unwrap().unwrap().0.len, 5);
+    }
+
+    #[test]
+    fn sixty_four_bit_length_with_top_bit_is_refused_at_its_first_byte() {
+        assert_eq!(
+            parse(&[0x82, 0x80 | 127, 0x80]),
+            Err(FrameError::LengthOverflow)
+        );
+        assert_eq!(
+            parse(&[0x82, 0x80 | 127, 0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4]),
+            Err(FrameError::LengthOverflow)
+        );
+    }
+
+    #[test]
+    fn reserved_bits_are_refused() {
+        for rsv in [0x40, 0x20, 0x10, 0x70] {
+            assert_eq!(parse(&[0x81 | rsv, 0x80]), Err(FrameError::ReservedBits));
+        }
+    }
+
+    #[test]
+    fn reserved_opcodes_are_refused() {
+        for op in [3, 4, 5, 6, 7, 0xB, 0xC, 0xD, 0xE, 0xF] {
+            assert_eq!(
+                parse(&[0x80 | op, 0x80]),
+                Err(FrameError::UnknownOpcode(op))
+            );
+        }
+        for op in [0, 1, 2, 8, 9, 0xA] {
+            let f = client_frame(true, op, b"", MASK);
+            assert_eq!(parse(&f).unwrap().unwrap().0.opcode.bits(), op);
+        }
+    }
+
+    #[test]
+    fn unmasked_frames_are_refused() {
+        assert_eq!(parse(&[0x81, 0x05]), Err(FrameError::Unmasked));
+        assert_eq!(parse(&[0x89, 0x00]), Err(FrameError::Unmasked));
+    }
+
+    #[test]
+    fn control_frames_must_be_short_and_final() {
+        for op in [8, 9, 0xA] {
+            assert_eq!(
+                parse(&[op, 0x80]),
+                Err(FrameError::ControlFragmented),
+                "{op}"
+            );
+            assert_eq!(
+                parse(&[0x80 | op, 0x80 | 126, 0, 126]),
+                Err(FrameError::ControlTooLong)
+            );
+            let f = client_frame(true, op, &[0; 125], MASK);
+            assert_eq!(parse(&f).unwrap().unwrap().0.len, 125);
+        }
+        // A long length form is judged by its 7-bit marker: 126 is too long already.
+        assert_eq!(parse(&[0x89, 0x80 | 126]), Err(FrameError::ControlTooLong));
+    }
+
+    #[test]
+    fn unmasking_matches_bytewise_xor_at_every_offset_and_length() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(100).collect();
+        let expected: Vec<u8> = data
+            .iter()
+            .zip(MASK.iter().cycle())
+            .map(|(b, k)| b ^ k)
+            .collect();
+        for start in 0..data.len() {
+            for end in start..=data.len().min(start + 20) {
+                let mut piece = data[start..end].to_vec();
+                apply_mask(&mut piece, MASK, start as u64);
+                assert_eq!(piece, expected[start..end], "{start}..{end}");
+            }
+        }
+        // Whole buffer at once (the 8-byte path plus a remainder).
+        let mut all = data.clone();
+        apply_mask(&mut all, MASK, 0);
+        assert_eq!(all, expected);
+    }
+
+    #[test]
+    fn server_headers_use_the_shortest_length_form() {
+        let header = |len| {
+            let mut out = Vec::new();
+            write_header(&mut out, true, OpCode::Binary, len);
+            out
+        };
+        assert_eq!(header(0), [0x82, 0]);
+        assert_eq!(header(125), [0x82, 125]);
+        assert_eq!(header(126), [0x82, 126, 0, 126]);
+        assert_eq!(header(65535), [0x82, 126, 0xFF, 0xFF]);
+        assert_eq!(header(65536), [0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0]);
+        let mut out = Vec::new();
+        write_header(&mut out, false, OpCode::Text, 3);
+        assert_eq!(out, [0x01, 3]);
+    }
+
+    #[test]
+    fn server_frames_are_unmasked_and_final() {
+        let mut out = Vec::new();
+        write_frame(&mut out, OpCode::Text, b"Hello");
+        // RFC 6455 §5.7: a single-frame unmasked text message.
+        assert_eq!(out, [0x81, 0x05, 0x48, 0x65, 0x6c, 0x6c, 0x6f]);
+        out.clear();
+        write_frame(&mut out, OpCode::Pong, b"");
+        assert_eq!(out, [0x8A, 0x00]);
+    }
+}
