@@ -92,7 +92,7 @@ pub(crate) fn push_int(out: &mut Vec<u8>, mut n: u64, radix: u64) {
 }
 
 /// `tchar` (RFC 9110 §5.6.2): what a field name is made of.
-fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
@@ -102,6 +102,12 @@ pub(crate) fn field_is_safe(name: &str, value: &[u8]) -> bool {
     !name.is_empty()
         && name.bytes().all(is_tchar)
         && !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+}
+
+/// Whether a final response with `status` may carry a body (RFC 9110 §6.4.1:
+/// not 204, not 304).
+pub(crate) fn status_allows_body(status: u16) -> bool {
+    status != 204 && status != 304
 }
 
 /// A strict Content-Length value: one or more digits, fitting in 64 bits.
@@ -194,7 +200,7 @@ pub(crate) fn write_head(
         push_field(out, name.as_bytes(), value);
     }
 
-    let framing = if req.head_request || informational || status == 204 || status == 304 {
+    let framing = if req.head_request || informational || !status_allows_body(status) {
         Framing::NoBody
     } else if let Some(n) = length {
         Framing::Length(n)

@@ -26,6 +26,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::app::{Exchange, Gone, ResponseEvent, Sent};
+use crate::http::response::{self, is_tchar, status_allows_body};
 
 /// Headers an application must not send (RFC 9110 §7.6.1, PEP 3333).
 const HOP_BY_HOP: &[&str] = &[
@@ -399,22 +400,10 @@ fn parse_header(name: &str, value: &str) -> Result<(String, Vec<u8>), String> {
     Ok((name.to_owned(), bytes))
 }
 
+/// The app's Content-Length, held to the protocol's strict reading.
 fn parse_length(value: &[u8]) -> Result<u64, String> {
-    std::str::from_utf8(value)
-        .ok()
-        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|v| v.parse().ok())
+    response::parse_length(value)
         .ok_or_else(|| "start_response(): Content-Length is not a number".to_owned())
-}
-
-/// RFC 9110 §5.6.2 token characters.
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// Whether a response with `status` has a body (RFC 9110 §6.4.1).
-fn status_allows_body(status: u16) -> bool {
-    status != 204 && status != 304
 }
 
 #[cfg(test)]
