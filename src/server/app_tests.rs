@@ -40,6 +40,8 @@ fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
         header_read_timeout: Duration::from_secs(10),
         keep_alive_timeout: Duration::from_secs(10),
         access_log: false,
+        ws: true,
+        ws_max_message: 16 << 20,
     });
     Setup::default().spawn_service(run, move |_, _| HttpService::new(shared.clone()))
 }
