@@ -178,16 +178,16 @@ pub fn ws_echo(request: AppRequest, ex: Arc<Exchange>) {
     }
 }
 
-/// Send every WebSocket message back as it came, until the disconnect.
-pub fn echo_messages(ex: &Exchange) {
-    while let Ok(message) = receive_ws(ex) {
-        let echo = match message {
+/// Send every WebSocket message back as it came, until the disconnect;
+/// returns its code (`None`: the exchange was gone without one).
+pub fn echo_messages(ex: &Exchange) -> Option<u16> {
+    loop {
+        let echo = match receive_ws(ex).ok()? {
             WsMessage::Text(text) => ResponseEvent::WsText(text),
             WsMessage::Binary(data) => ResponseEvent::WsBinary(data),
-            WsMessage::Disconnect { .. } => return,
+            WsMessage::Disconnect { code } => return Some(code),
         };
-        if send(ex, echo).is_err() {
-            return;
-        }
+        // A failed send: the Disconnect is still to be received.
+        let _ = send(ex, echo);
     }
 }
