@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::FalseyValueParser;
-use clap::{Parser, ValueEnum};
+use clap::{ArgAction, Parser, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
 use crate::backend::Choice;
@@ -91,6 +91,21 @@ struct Args {
     /// Log each request in the common log format.
     #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
     access_log: bool,
+
+    /// Serve WebSocket upgrades (to an app that takes them; --no-ws: they
+    /// reach the app as plain HTTP) [default: on].
+    #[arg(long, env = "M0SERVE_WS", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
+          overrides_with = "no_ws")]
+    ws: bool,
+
+    /// Turn WebSocket support off (see --ws).
+    #[arg(long, overrides_with = "ws")]
+    no_ws: bool,
+
+    /// Largest WebSocket message, in bytes or with a K, M, G or T suffix (powers of 1024).
+    #[arg(long, env = "M0SERVE_WS_MAX_MESSAGE_SIZE", value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    ws_max_message_size: u64,
 
     /// The application to serve, as module:attribute (dotted attributes allowed), e.g. app:app.
     #[arg(env = "M0SERVE_APP", value_name = "APP")]
@@ -331,6 +346,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         router,
         access_log: args.access_log,
         app: None,
+        ws: args.ws && !args.no_ws,
+        ws_max_message: usize::try_from(args.ws_max_message_size).unwrap_or(usize::MAX),
     };
     Ok(Invocation {
         options,
@@ -592,6 +609,23 @@ mod tests {
         assert!(
             matches!(options.listen, Listen::Unix(ref p) if p == std::path::Path::new("/tmp/m0.sock"))
         );
+    }
+
+    #[test]
+    fn websocket_flags() {
+        let ws = |args: &[&str], env: &[(&str, &str)]| {
+            let options = parse_env(args, env).unwrap().options;
+            (options.ws, options.ws_max_message)
+        };
+        assert_eq!(ws(&[], &[]), (true, 16 << 20), "on by default, 16 MiB");
+        assert!(!ws(&["--no-ws"], &[]).0);
+        assert!(ws(&["--no-ws", "--ws"], &[]).0, "the last flag wins");
+        assert!(!ws(&["--ws", "--no-ws"], &[]).0);
+        assert!(!ws(&[], &[("M0SERVE_WS", "0")]).0);
+        assert!(ws(&["--ws"], &[("M0SERVE_WS", "false")]).0, "the flag wins");
+        assert_eq!(ws(&["--ws-max-message-size=1K"], &[]).1, 1024);
+        assert_eq!(ws(&[], &[("M0SERVE_WS_MAX_MESSAGE_SIZE", "2M")]).1, 2 << 20);
+        assert!(usage(&["--ws-max-message-size=lots"]).contains("ws-max-message-size"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: build, the whole workspace's tests on the io_uring backend,
-# the end-to-end suites again on the portable backend, the library's tests with
+# the end-to-end suites again on the portable backend, the Autobahn|Testsuite
+# WebSocket fuzzer (tests/autobahn.sh) on both, the library's tests with
 # the python feature, then the Python leg: for the oldest and the newest
 # supported CPython (3.9, 3.13), a virtualenv with `pip install .` and
 # tests/python/requirements.txt, and the pytest suite on both backends; then
@@ -41,6 +42,7 @@ step() {
                           suite = ($2 == "unittests") ? crate " " $3 : $2 }
         /^ *Doc-tests / { suite = "doc-tests " $2 }
         /^(pool-fairness|accept-batch)/ { print $0 }
+        /^[0-9]+ passed, [0-9]+ failed$/ { print "cases: " $0 }
         /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
         /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
                           gsub(/=/, ""); sub(/^ +/, ""); sub(/ +$/, ""); print $0 }' "$log")
@@ -157,6 +159,10 @@ if [ "$first_backend" = uring ]; then
 fi
 python_backends=portable
 [ "$first_backend" = uring ] && python_backends=uring,portable
+# The Autobahn|Testsuite WebSocket fuzzer against the echo example, per backend.
+for backend in ${python_backends//,/ }; do
+    step "autobahn ($backend)" bash tests/autobahn.sh "$backend"
+done
 if [ -n "$newest_python" ]; then
     step "tests (python feature)" cargo test --lib --features python
 fi

@@ -10,6 +10,11 @@
 //! of the server buffering without bound. An inline exchange (loop-only shape)
 //! has no limits: its app runs on the core thread, which cannot wait for itself.
 //!
+//! A WebSocket uses the same paths once accepted: the client's messages come
+//! in as [`WsMessage`]s ([`Exchange::push_ws`], [`Exchange::try_receive_ws`]),
+//! under the same high water as the body, and the app's leave as
+//! [`ResponseEvent`]s, counted like body bytes.
+//!
 //! State lives under one mutex; the app side blocks only in the two waits
 //! (a condvar signalled only while someone waits). The core is notified only
 //! on transitions it acts on: its event queue went from empty to non-empty
@@ -43,6 +48,48 @@ pub enum ResponseEvent {
     End,
     /// The application failed: a 500 if nothing was started, else the connection is closed.
     Abort,
+    /// Accept a WebSocket request: the core writes the `101` (the handshake's
+    /// headers, then `headers`). `subprotocol` must be one the client offered.
+    WsAccept {
+        subprotocol: Option<String>,
+        headers: Vec<(String, Vec<u8>)>,
+    },
+    /// A WebSocket message to the client (after `WsAccept`).
+    WsText(String),
+    WsBinary(Vec<u8>),
+    /// Close the WebSocket (the closing handshake, §7); before `WsAccept`:
+    /// deny the request with a 403.
+    WsClose {
+        code: u16,
+        reason: String,
+    },
+}
+
+/// A WebSocket message from the client, or the end of the connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WsMessage {
+    Text(String),
+    Binary(Vec<u8>),
+    /// The connection ended: `code` from the client's Close (1005 for one
+    /// without a code), 1006 when it ended without a Close, or the code the
+    /// server closed with for a protocol error. Always the last message.
+    Disconnect {
+        code: u16,
+    },
+}
+
+impl WsMessage {
+    /// What it counts for against the high water: its bytes, plus a little
+    /// so a flood of empty messages is bounded too.
+    fn weight(&self) -> usize {
+        const OVERHEAD: usize = 64;
+        OVERHEAD
+            + match self {
+                WsMessage::Text(t) => t.len(),
+                WsMessage::Binary(b) => b.len(),
+                WsMessage::Disconnect { .. } => 0,
+            }
+    }
 }
 
 /// What a body read found.
@@ -68,7 +115,8 @@ pub enum Sent {
     Full(ResponseEvent),
 }
 
-/// Request body buffered for the app past which the core stops reading.
+/// Request body (or WebSocket messages) buffered for the app past which the
+/// core stops reading.
 pub const BODY_HIGH_WATER: usize = 256 * 1024;
 /// Answer bytes queued or unwritten past which the app's sends are refused.
 pub const RESPONSE_HIGH_WATER: usize = 512 * 1024;
@@ -89,8 +137,10 @@ struct State {
     /// Body chunks not read yet; `body[0][body_pos..]` is next.
     body: VecDeque<Vec<u8>>,
     body_pos: usize,
-    /// Bytes in `body` not read yet.
-    body_buffered: usize,
+    /// WebSocket messages not received yet.
+    ws_in: VecDeque<WsMessage>,
+    /// Bytes in `body` not read yet, plus the weight of `ws_in`.
+    inbound: usize,
     body_end: bool,
     /// The core was told to stop reading (push_body returned false).
     core_stopped: bool,
@@ -132,7 +182,8 @@ impl Exchange {
             state: Mutex::new(State {
                 body: VecDeque::new(),
                 body_pos: 0,
-                body_buffered: 0,
+                ws_in: VecDeque::new(),
+                inbound: 0,
                 body_end: false,
                 core_stopped: false,
                 expect: if expect_continue {
@@ -181,8 +232,8 @@ impl Exchange {
             return Err(Gone);
         }
         let mut notify = Self::want_body(&mut s);
-        let read = if s.body_buffered > 0 && max > 0 {
-            let mut data = Vec::with_capacity(max.min(s.body_buffered));
+        let read = if !s.body.is_empty() && max > 0 {
+            let mut data = Vec::with_capacity(max.min(s.inbound));
             while data.len() < max {
                 let pos = s.body_pos;
                 let Some(front) = s.body.front_mut() else {
@@ -202,13 +253,9 @@ impl Exchange {
                     }
                 }
             }
-            s.body_buffered -= data.len();
-            if s.core_stopped && s.body_buffered < BODY_HIGH_WATER {
-                s.core_stopped = false;
-                notify = true;
-            }
+            notify |= Self::taken(&mut s, data.len());
             BodyRead::Data(data)
-        } else if s.body_end && s.body_buffered == 0 {
+        } else if s.body_end && s.body.is_empty() {
             BodyRead::Eof
         } else {
             BodyRead::Empty
@@ -220,17 +267,56 @@ impl Exchange {
         Ok(read)
     }
 
+    /// `n` inbound bytes were taken by the app. Returns whether the core,
+    /// told to stop reading, must now be notified that room freed.
+    fn taken(s: &mut State, n: usize) -> bool {
+        s.inbound -= n;
+        if s.core_stopped && s.inbound < BODY_HIGH_WATER {
+            s.core_stopped = false;
+            return true;
+        }
+        false
+    }
+
+    /// Block (on the app's side) while `blocked` holds and the client is here.
+    fn wait_while(&self, mut s: MutexGuard<'_, State>, blocked: impl Fn(&State) -> bool) {
+        s.waiters += 1;
+        while !s.gone && blocked(&s) {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.waiters -= 1;
+    }
+
     /// Block until body data, its end, or the client's departure.
     pub fn wait_body(&self) {
         let mut s = self.lock();
         if Self::want_body(&mut s) {
             self.notifier.notify();
         }
-        s.waiters += 1;
-        while !s.gone && s.body_buffered == 0 && !s.body_end {
-            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        self.wait_while(s, |s| s.body.is_empty() && !s.body_end);
+    }
+
+    /// The next WebSocket message, without blocking (`None`: wait with
+    /// [`Exchange::wait_ws`]). Messages queued before the connection ended
+    /// are still delivered, the final [`WsMessage::Disconnect`] included;
+    /// `Gone` comes after them.
+    pub fn try_receive_ws(&self) -> Result<Option<WsMessage>, Gone> {
+        let mut s = self.lock();
+        let Some(message) = s.ws_in.pop_front() else {
+            return if s.gone { Err(Gone) } else { Ok(None) };
+        };
+        let notify = !s.gone && Self::taken(&mut s, message.weight());
+        drop(s);
+        if notify {
+            self.notifier.notify();
         }
-        s.waiters -= 1;
+        Ok(Some(message))
+    }
+
+    /// Block until a WebSocket message or the client's departure.
+    pub fn wait_ws(&self) {
+        let s = self.lock();
+        self.wait_while(s, |s| s.ws_in.is_empty());
     }
 
     /// Queue an event for the core (waking it only if it had nothing queued).
@@ -240,7 +326,8 @@ impl Exchange {
             return Err(Gone);
         }
         let size = match &event {
-            ResponseEvent::Body(data) => data.len(),
+            ResponseEvent::Body(data) | ResponseEvent::WsBinary(data) => data.len(),
+            ResponseEvent::WsText(text) => text.len(),
             ResponseEvent::File { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
             _ => 0,
         };
@@ -261,12 +348,8 @@ impl Exchange {
 
     /// Block until the core has written enough to take more, or the client left.
     pub fn wait_room(&self) {
-        let mut s = self.lock();
-        s.waiters += 1;
-        while !s.gone && s.unwritten >= RESPONSE_HIGH_WATER {
-            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-        s.waiters -= 1;
+        let s = self.lock();
+        self.wait_while(s, |s| s.unwritten >= RESPONSE_HIGH_WATER);
     }
 
     pub fn is_gone(&self) -> bool {
@@ -287,10 +370,28 @@ impl Exchange {
         if s.gone || data.is_empty() {
             return true;
         }
-        s.body_buffered += data.len();
+        s.inbound += data.len();
         s.body.push_back(data);
-        self.wake_app(&s);
-        let room = self.inline || s.body_buffered < BODY_HIGH_WATER;
+        self.room_after_push(&mut s)
+    }
+
+    /// A WebSocket message from the client. Returns false when the app has
+    /// enough buffered: stop reading until notified. A [`WsMessage::Disconnect`]
+    /// is queued even after [`Exchange::close`] (it is the app's last word).
+    pub fn push_ws(&self, message: WsMessage) -> bool {
+        let mut s = self.lock();
+        if s.gone && !matches!(message, WsMessage::Disconnect { .. }) {
+            return true;
+        }
+        s.inbound += message.weight();
+        s.ws_in.push_back(message);
+        self.room_after_push(&mut s)
+    }
+
+    /// Wake the app for what was just pushed; whether the core may read on.
+    fn room_after_push(&self, s: &mut State) -> bool {
+        self.wake_app(s);
+        let room = self.inline || s.inbound < BODY_HIGH_WATER;
         s.core_stopped = !room;
         room
     }
@@ -304,7 +405,7 @@ impl Exchange {
 
     /// Whether the app has taken enough of the body for the core to read more.
     pub fn body_room(&self) -> bool {
-        self.inline || self.lock().body_buffered < BODY_HIGH_WATER
+        self.inline || self.lock().inbound < BODY_HIGH_WATER
     }
 
     /// Take every event the app has queued, in order.
@@ -338,8 +439,9 @@ impl Exchange {
         let mut s = self.lock();
         if !s.gone {
             s.gone = true;
+            // WebSocket messages stay: the app still receives its Disconnect.
             s.body.clear();
-            s.body_buffered = 0;
+            s.inbound = 0;
             s.events.clear();
             self.wake_app(&s);
         }
@@ -531,6 +633,67 @@ mod tests {
         let mut events = Vec::new();
         ex.take_events(&mut events);
         assert!(events.is_empty(), "nobody will write them");
+    }
+
+    #[test]
+    fn websocket_messages_arrive_in_order_under_the_high_water() {
+        let (ex, board) = exchange(false, false);
+        assert_eq!(ex.try_receive_ws(), Ok(None));
+        let big = vec![1u8; 64 * 1024];
+        let mut pushed = 0;
+        while ex.push_ws(WsMessage::Binary(big.clone())) {
+            pushed += 1;
+            assert!(
+                pushed * big.len() < 2 * BODY_HIGH_WATER,
+                "never told to stop"
+            );
+        }
+        assert!(!ex.body_room());
+        assert_eq!(
+            ex.try_receive_ws(),
+            Ok(Some(WsMessage::Binary(big.clone())))
+        );
+        assert!(ex.body_room());
+        assert_eq!(notified(&board), 1, "the core is told room freed");
+        // The app's sends count their bytes like a body.
+        let text = ResponseEvent::WsText("x".repeat(RESPONSE_HIGH_WATER));
+        assert!(matches!(ex.try_send(text), Ok(Sent::Queued)));
+        let more = ex.try_send(ResponseEvent::WsBinary(b"more".to_vec()));
+        assert!(matches!(more, Ok(Sent::Full(ResponseEvent::WsBinary(_)))));
+        let close = ResponseEvent::WsClose {
+            code: 1000,
+            reason: String::new(),
+        };
+        assert!(
+            matches!(ex.try_send(close), Ok(Sent::Queued)),
+            "never refused"
+        );
+    }
+
+    #[test]
+    fn the_disconnect_outlives_the_close_then_the_app_is_told_gone() {
+        let (ex, _board) = exchange(false, false);
+        let app = ex.clone();
+        blocks_until(
+            move || {
+                app.wait_ws();
+                assert_eq!(app.try_receive_ws(), Ok(Some(WsMessage::Text("hi".into()))));
+            },
+            || assert!(ex.push_ws(WsMessage::Text("hi".into()))),
+        );
+        ex.push_ws(WsMessage::Text("queued".into()));
+        ex.close();
+        assert!(ex.push_ws(WsMessage::Text("after".into())), "dropped");
+        ex.push_ws(WsMessage::Disconnect { code: 1006 });
+        assert_eq!(
+            ex.try_receive_ws(),
+            Ok(Some(WsMessage::Text("queued".into())))
+        );
+        assert_eq!(
+            ex.try_receive_ws(),
+            Ok(Some(WsMessage::Disconnect { code: 1006 }))
+        );
+        assert_eq!(ex.try_receive_ws(), Err(Gone));
     }
 
     #[test]

@@ -6,12 +6,20 @@
 //! the [`App`]; the request body flows core → app through the exchange, the
 //! answer flows app → core as [`ResponseEvent`]s, each side waking the other
 //! only when it has something new.
+//!
+//! WebSockets ride the same exchange: a request of kind
+//! [`RequestKind::WebSocket`] is answered with [`ResponseEvent::WsAccept`]
+//! (the core writes the `101`), then messages flow both ways
+//! ([`Exchange::try_receive_ws`] in, [`ResponseEvent::WsText`] and friends
+//! out). Only an app whose [`App::websocket`] is true is handed such
+//! requests; any other app sees the upgrade request as a plain HTTP request
+//! (a WSGI app sees a normal GET) and its answer goes out as plain HTTP.
 
 pub mod exchange;
-#[cfg(test)]
+#[doc(hidden)]
 pub mod testing;
 
-pub use exchange::{BodyRead, Exchange, Gone, ResponseEvent, Sent};
+pub use exchange::{BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
 
 use std::sync::Arc;
 
@@ -30,6 +38,23 @@ pub struct AppRequest {
     pub head: RequestHead,
     pub peer: Peer,
     pub server: Arc<ServerAddr>,
+    pub kind: RequestKind,
+}
+
+/// What the client asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RequestKind {
+    /// An HTTP request: answered with `Start`, `Body`..., `End`.
+    #[default]
+    Http,
+    /// A valid WebSocket opening handshake (RFC 6455 §4.2.1): accepted with
+    /// [`ResponseEvent::WsAccept`], or denied with an HTTP answer
+    /// (`Start`...`End`, ASGI's `websocket.http.response`) or a
+    /// [`ResponseEvent::WsClose`] (answered 403).
+    WebSocket {
+        /// Offered by the client, in its order of preference.
+        subprotocols: Vec<String>,
+    },
 }
 
 /// A request the application could not take now (its queue is full), handed back.
@@ -51,4 +76,11 @@ pub trait App: Send + Sync + 'static {
     /// thread before it returns, so the request body must already be complete
     /// in the exchange when `call` is made.
     fn inline(&self) -> bool;
+
+    /// Whether the app takes WebSocket requests ([`RequestKind::WebSocket`]).
+    /// If not, an upgrade request reaches it as plain HTTP. An inline app is
+    /// never handed one: a WebSocket outlives any one call on the core thread.
+    fn websocket(&self) -> bool {
+        false
+    }
 }

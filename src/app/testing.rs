@@ -1,12 +1,16 @@
 //! A pure-Rust [`App`] for tests: each call runs a handler on a thread of its
 //! own (or inline, on the calling core thread), with the blocking helpers an
-//! application thread uses on an [`Exchange`].
+//! application thread uses on an [`Exchange`], and a WebSocket echo
+//! ([`ws_echo`]). Public (hidden) so that `examples/ws_echo.rs` can serve it
+//! to the Autobahn fuzzer; the server's CLI never uses it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{App, AppRequest, BodyRead, Exchange, Gone, Refused, ResponseEvent, Sent};
+use super::{
+    App, AppRequest, BodyRead, Exchange, Gone, Refused, RequestKind, ResponseEvent, Sent, WsMessage,
+};
 
 /// What a test app does with one request.
 pub type Handler = Arc<dyn Fn(AppRequest, Arc<Exchange>) + Send + Sync>;
@@ -15,6 +19,7 @@ pub type Handler = Arc<dyn Fn(AppRequest, Arc<Exchange>) + Send + Sync>;
 pub struct ThreadApp {
     handler: Handler,
     inline: bool,
+    websocket: bool,
     /// Calls still to refuse; each refusal notifies the caller 50 ms later.
     refuse: AtomicUsize,
     /// Every call made, refused ones included.
@@ -28,6 +33,7 @@ impl ThreadApp {
         ThreadApp {
             handler: Arc::new(handler),
             inline: false,
+            websocket: false,
             refuse: AtomicUsize::new(0),
             calls: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
@@ -37,6 +43,12 @@ impl ThreadApp {
     /// The loop-only shape: the handler runs inside `call`.
     pub fn inline(mut self) -> Self {
         self.inline = true;
+        self
+    }
+
+    /// Take WebSocket requests ([`App::websocket`]).
+    pub fn websocket(mut self) -> Self {
+        self.websocket = true;
         self
     }
 
@@ -78,6 +90,10 @@ impl App for ThreadApp {
 
     fn inline(&self) -> bool {
         self.inline
+    }
+
+    fn websocket(&self) -> bool {
+        self.websocket
     }
 }
 
@@ -133,4 +149,45 @@ pub fn answer(ex: &Exchange, status: u16, body: &[u8]) -> Result<(), Gone> {
     send(ex, ResponseEvent::Body(body.to_vec()))?;
     send(ex, ResponseEvent::End)?;
     Ok(())
+}
+
+/// The next WebSocket message, waiting for it.
+pub fn receive_ws(ex: &Exchange) -> Result<WsMessage, Gone> {
+    loop {
+        match ex.try_receive_ws()? {
+            Some(message) => return Ok(message),
+            None => ex.wait_ws(),
+        }
+    }
+}
+
+/// A WebSocket echo: accepts (with the first subprotocol offered), sends
+/// every message back as it came, and returns at the client's disconnect.
+/// A plain HTTP request is answered 200 "echo".
+pub fn ws_echo(request: AppRequest, ex: Arc<Exchange>) {
+    let RequestKind::WebSocket { subprotocols } = request.kind else {
+        let _ = answer(&ex, 200, b"echo");
+        return;
+    };
+    let accept = ResponseEvent::WsAccept {
+        subprotocol: subprotocols.into_iter().next(),
+        headers: vec![],
+    };
+    if send(&ex, accept).is_ok() {
+        echo_messages(&ex);
+    }
+}
+
+/// Send every WebSocket message back as it came, until the disconnect;
+/// returns its code (`None`: the exchange was gone without one).
+pub fn echo_messages(ex: &Exchange) -> Option<u16> {
+    loop {
+        let echo = match receive_ws(ex).ok()? {
+            WsMessage::Text(text) => ResponseEvent::WsText(text),
+            WsMessage::Binary(data) => ResponseEvent::WsBinary(data),
+            WsMessage::Disconnect { code } => return Some(code),
+        };
+        // A failed send: the Disconnect is still to be received.
+        let _ = send(ex, echo);
+    }
 }

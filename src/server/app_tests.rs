@@ -40,6 +40,8 @@ fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
         header_read_timeout: Duration::from_secs(10),
         keep_alive_timeout: Duration::from_secs(10),
         access_log: false,
+        ws: true,
+        ws_max_message: 16 << 20,
     });
     Setup::default().spawn_service(run, move |_, _| HttpService::new(shared.clone()))
 }
@@ -234,6 +236,110 @@ fn a_client_gone_mid_answer_fails_the_apps_next_send() {
         eventually(&format!("{name}: the app told its client is gone"), || {
             gone.load(Ordering::SeqCst)
         });
+        h.shutdown(Duration::from_secs(1));
+    }
+}
+
+/// A WebSocket client's view of one frame off `r`: `(opcode, payload)`.
+fn read_frame(r: &mut impl Read) -> (u8, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        if let Some((fin, op, payload, used)) = crate::ws::frame::parse_server_frame(&buf) {
+            assert!(fin && used == buf.len());
+            return (op, payload);
+        }
+        // A byte at a time: nothing past this frame is taken from the stream.
+        r.read_exact(&mut byte).unwrap();
+        buf.push(byte[0]);
+    }
+}
+
+#[test]
+fn a_websocket_echo_over_loopback_with_the_close_seen_by_both_sides() {
+    use crate::app::testing::echo_messages;
+    use crate::ws::frame::client_frame;
+    const MASK: [u8; 4] = [9, 8, 7, 6];
+    for (name, run) in backends() {
+        let last = Arc::new(std::sync::Mutex::new(None));
+        let seen = last.clone();
+        let app = ThreadApp::new(move |_req, ex| {
+            let accept = ResponseEvent::WsAccept {
+                subprotocol: None,
+                headers: vec![],
+            };
+            send(&ex, accept).unwrap();
+            *seen.lock().unwrap() = Some(echo_messages(&ex));
+        })
+        .websocket();
+        let h = serve(run, Arc::new(app));
+        let mut c = h.connect();
+        c.write_all(
+            b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )
+        .unwrap();
+        let mut r = BufReader::new(c.try_clone().unwrap());
+        let mut head = String::new();
+        while !head.ends_with("\r\n\r\n") {
+            r.read_line(&mut head).unwrap();
+        }
+        assert!(head.starts_with("HTTP/1.1 101 "), "{name}: {head}");
+        assert!(head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+        c.write_all(&client_frame(true, 1, b"hello", MASK)).unwrap();
+        assert_eq!(read_frame(&mut r), (1, b"hello".to_vec()), "{name}");
+        let big: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+        let frame = client_frame(true, 2, &big, MASK);
+        let mut writer = c.try_clone().unwrap();
+        let upload = std::thread::spawn(move || writer.write_all(&frame).unwrap());
+        assert_eq!(read_frame(&mut r), (2, big), "{name}");
+        upload.join().unwrap();
+        c.write_all(&client_frame(true, 9, b"ping", MASK)).unwrap();
+        assert_eq!(read_frame(&mut r), (10, b"ping".to_vec()), "{name}");
+        let close = [&4000u16.to_be_bytes()[..], b"done"].concat();
+        c.write_all(&client_frame(true, 8, &close, MASK)).unwrap();
+        let (op, body) = read_frame(&mut r);
+        assert_eq!((op, &body[..]), (8, &4000u16.to_be_bytes()[..]), "{name}");
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{name}: the server closed the connection");
+        eventually(&format!("{name}: the app saw the close"), || {
+            last.lock().unwrap().is_some()
+        });
+        assert_eq!(*last.lock().unwrap(), Some(Some(4000)), "{name}");
+        h.shutdown(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn a_websocket_client_that_vanishes_is_a_1006_disconnect_to_the_app() {
+    for (name, run) in backends() {
+        let last = Arc::new(std::sync::Mutex::new(None));
+        let seen = last.clone();
+        let app = ThreadApp::new(move |_req, ex| {
+            let accept = ResponseEvent::WsAccept {
+                subprotocol: None,
+                headers: vec![],
+            };
+            send(&ex, accept).unwrap();
+            *seen.lock().unwrap() = Some(crate::app::testing::echo_messages(&ex));
+        })
+        .websocket();
+        let h = serve(run, Arc::new(app));
+        let mut c = h.connect();
+        c.write_all(
+            b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )
+        .unwrap();
+        let mut head = [0u8; 12];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 101", "{name}");
+        drop(c);
+        eventually(&format!("{name}: the app told"), || {
+            last.lock().unwrap().is_some()
+        });
+        assert_eq!(*last.lock().unwrap(), Some(Some(1006)), "{name}");
         h.shutdown(Duration::from_secs(1));
     }
 }

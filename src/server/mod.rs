@@ -60,6 +60,11 @@ pub struct Options {
     pub app: Option<std::sync::Arc<dyn crate::app::App>>,
     /// Log each request in the common log format (target `m0serve::access`).
     pub access_log: bool,
+    /// Serve WebSocket upgrades to an app that takes them (else they reach
+    /// it as plain HTTP).
+    pub ws: bool,
+    /// The largest WebSocket message accepted, in bytes.
+    pub ws_max_message: usize,
 }
 
 /// Serve until SIGTERM or SIGINT; returns the process exit code: 0 after a
@@ -91,6 +96,8 @@ pub fn run(options: Options) -> io::Result<i32> {
         header_read_timeout: options.header_read_timeout,
         keep_alive_timeout: options.keep_alive_timeout,
         access_log: options.access_log,
+        ws: options.ws,
+        ws_max_message: options.ws_max_message,
     });
     let service = move |_core: usize| session::HttpService::new(shared.clone());
 

@@ -4,11 +4,16 @@
 //! included) in order.
 //!
 //! A request no Rust-native route answers goes to the [`App`] (404 when there
-//! is none); [`dispatch`] carries it there and its answer back.
+//! is none); [`dispatch`] carries it there and its answer back. A WebSocket
+//! the app accepts turns the session over to [`websocket`] for the rest of
+//! the connection.
 
 mod dispatch;
 #[cfg(test)]
 mod tests;
+mod websocket;
+#[cfg(test)]
+mod ws_tests;
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -24,6 +29,7 @@ use crate::routes::Router;
 
 use super::access_log;
 use dispatch::AppCall;
+use websocket::WsSession;
 
 /// Queued output past which a connection stops reading (and parsing pipelined
 /// requests) until the client has taken some: a client that pipelines without
@@ -41,6 +47,10 @@ pub struct Shared {
     pub header_read_timeout: Duration,
     pub keep_alive_timeout: Duration,
     pub access_log: bool,
+    /// Serve WebSocket upgrades (to an app that takes them).
+    pub ws: bool,
+    /// The largest WebSocket message accepted, in bytes.
+    pub ws_max_message: usize,
 }
 
 /// Opens an [`HttpSession`] per connection; one per core thread.
@@ -66,6 +76,7 @@ impl Service for HttpService {
             queue: VecDeque::new(),
             pending: None,
             app: None,
+            ws: None,
             queued: 0,
             closed: false,
             eof: false,
@@ -102,6 +113,8 @@ pub struct HttpSession {
     pending: Option<(RequestHead, Reply)>,
     /// The request the application is answering.
     app: Option<AppCall>,
+    /// The WebSocket the application accepted: the connection is no longer HTTP.
+    ws: Option<WsSession>,
     /// Bytes queued (file bodies counted too).
     queued: u64,
     /// Closed by a timeout or a failed answer: done regardless of the protocol's state.
@@ -118,6 +131,9 @@ impl HttpSession {
     /// Serve every complete request the protocol has buffered, as far as the
     /// output queue and the application's body buffer allow.
     fn pump(&mut self, now: Instant) {
+        if self.ws.is_some() {
+            return self.ws_pump(now);
+        }
         let mut out = Vec::new();
         while self.queued < OUTPUT_HIGH_WATER as u64
             && self.app.as_ref().is_none_or(AppCall::takes_input)
@@ -152,6 +168,10 @@ impl HttpSession {
             }
         }
         self.push_bytes(out);
+        if self.ws.is_some() {
+            // Accepted while serving the head: the rest is WebSocket input.
+            return self.ws_pump(now);
+        }
         self.rearm(now);
     }
 
@@ -165,7 +185,10 @@ impl HttpSession {
     fn on_head(&mut self, head: RequestHead, out: &mut Vec<u8>) {
         let reply = match (self.shared.router.route(&head), &self.shared.app) {
             (Some(reply), _) => reply,
-            (None, Some(app)) => return self.start_app(app.clone(), head, out),
+            (None, Some(app)) => match self.ws_handshake(app.as_ref(), &head) {
+                Ok(upgrade) => return self.start_app(app.clone(), head, upgrade, out),
+                Err(refusal) => refusal,
+            },
             (None, None) => Reply::text(404, "Not Found"),
         };
         if head.expect_continue {
@@ -256,6 +279,9 @@ impl HttpSession {
 
 impl Session for HttpSession {
     fn on_read(&mut self, data: &[u8], now: Instant) {
+        if self.ws.is_some() {
+            return self.ws_read(data, now);
+        }
         self.conn.recv(data);
         self.pump(now);
         // After the pump: one read may complete a head and bring part of the next.
@@ -267,6 +293,9 @@ impl Session for HttpSession {
 
     fn on_eof(&mut self, now: Instant) {
         self.eof = true;
+        if self.ws.is_some() {
+            return self.ws_eof();
+        }
         self.conn.recv_eof();
         self.pump(now);
     }
@@ -291,6 +320,9 @@ impl Session for HttpSession {
         self.queued -= n as u64;
         if let Some(call) = &self.app {
             call.written(n);
+        }
+        if let Some(ws) = &self.ws {
+            ws.written(n);
         }
         let finished = match self.queue.front_mut() {
             None => false,
@@ -319,12 +351,20 @@ impl Session for HttpSession {
         !self.closed
             && !self.eof
             && self.queued < OUTPUT_HIGH_WATER as u64
-            && self.app.as_ref().is_none_or(AppCall::takes_input)
-            && self.conn.wants_read()
+            && match &self.ws {
+                Some(ws) => ws.takes_input(),
+                None => {
+                    self.app.as_ref().is_none_or(AppCall::takes_input) && self.conn.wants_read()
+                }
+            }
     }
 
     fn done(&self) -> bool {
-        self.closed || self.conn.must_close() || (self.shutting && self.idle())
+        let finished = match &self.ws {
+            Some(ws) => ws.done(),
+            None => self.conn.must_close(),
+        };
+        self.closed || finished || (self.shutting && self.idle())
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -349,11 +389,15 @@ impl Session for HttpSession {
     fn on_shutdown(&mut self) {
         self.conn.close_after_response();
         self.shutting = true;
+        if self.ws.is_some() {
+            self.ws_shutdown(Instant::now());
+        }
     }
 
     fn on_notify(&mut self, now: Instant) {
         let mut out = Vec::new();
         self.app_progress(&mut out);
+        self.ws_progress(&mut out);
         self.push_bytes(out);
         // Body room came back, or the answer ended: read on.
         self.pump(now);
@@ -365,6 +409,9 @@ impl Drop for HttpSession {
     fn drop(&mut self) {
         if let Some(call) = self.app.take() {
             call.abandon();
+        }
+        if let Some(ws) = self.ws.take() {
+            ws.end();
         }
     }
 }

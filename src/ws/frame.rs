@@ -219,6 +219,28 @@ pub(crate) fn client_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4])
     out
 }
 
+/// A server frame as the tests' peer reads it off the front of `buf`:
+/// `(fin, opcode, payload, bytes taken)`, or `None` until it is all there.
+/// Panics on a masked frame (a server never masks).
+#[cfg(test)]
+pub(crate) fn parse_server_frame(buf: &[u8]) -> Option<(bool, u8, Vec<u8>, usize)> {
+    let (&b0, &b1) = (buf.first()?, buf.get(1)?);
+    assert_eq!(b1 & 0x80, 0, "a server frame is not masked");
+    let (len, start) = match b1 & 0x7F {
+        126 => (
+            u16::from_be_bytes(buf.get(2..4)?.try_into().ok()?) as usize,
+            4,
+        ),
+        127 => (
+            u64::from_be_bytes(buf.get(2..10)?.try_into().ok()?) as usize,
+            10,
+        ),
+        n => (n as usize, 2),
+    };
+    let payload = buf.get(start..start + len)?.to_vec();
+    Some((b0 & 0x80 != 0, b0 & 0x0F, payload, start + len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

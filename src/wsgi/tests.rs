@@ -69,6 +69,7 @@ fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
             host: "127.0.0.1".to_owned(),
             port: 8000,
         }),
+        kind: crate::app::RequestKind::Http,
     }
 }
 

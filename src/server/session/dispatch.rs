@@ -13,13 +13,16 @@
 //! - `100 Continue` goes out when the app first reads the body;
 //! - answer bytes are credited to the app as the socket takes them
 //!   ([`Exchange::written`]), so a slow client makes the app wait;
-//! - once the answer ends, the next pipelined request is served.
+//! - once the answer ends, the next pipelined request is served;
+//! - a WebSocket request's `WsAccept` writes the `101` and hands the
+//!   exchange to the session's WebSocket mode; a `WsClose` before it is a 403.
 
 use std::sync::Arc;
 
-use crate::app::{App, AppRequest, Exchange, ResponseEvent};
+use crate::app::{App, AppRequest, Exchange, RequestKind, ResponseEvent};
 use crate::http::RequestHead;
 use crate::reply::Reply;
+use crate::ws::Upgrade;
 
 use super::{access_log, HttpSession};
 
@@ -37,6 +40,17 @@ pub(super) struct AppCall {
     status: Option<u16>,
     /// Body bytes of the answer (for the access log).
     sent: u64,
+    /// A WebSocket request's handshake, until the app accepts or denies it.
+    upgrade: Option<Upgrade>,
+}
+
+/// Where an answer stands after one of its events.
+enum Step {
+    More,
+    /// The answer ended (or failed): the call is over.
+    Over,
+    /// The app accepted its WebSocket: the `101` is written.
+    Upgraded,
 }
 
 impl AppCall {
@@ -88,7 +102,14 @@ impl AppCall {
 
 impl HttpSession {
     /// Route `head` to the application.
-    pub(super) fn start_app(&mut self, app: Arc<dyn App>, head: RequestHead, out: &mut Vec<u8>) {
+    /// `upgrade`: a valid WebSocket handshake, offered to the app as such.
+    pub(super) fn start_app(
+        &mut self,
+        app: Arc<dyn App>,
+        head: RequestHead,
+        upgrade: Option<Upgrade>,
+        out: &mut Vec<u8>,
+    ) {
         let inline = app.inline();
         let exchange = Exchange::new(self.notifier.clone(), inline, head.expect_continue);
         if inline {
@@ -100,6 +121,12 @@ impl HttpSession {
             head: head.clone(),
             peer: self.peer.clone(),
             server: self.shared.server.clone(),
+            kind: match &upgrade {
+                None => RequestKind::Http,
+                Some(up) => RequestKind::WebSocket {
+                    subprotocols: up.subprotocols.clone(),
+                },
+            },
         };
         self.app = Some(AppCall {
             app,
@@ -109,6 +136,7 @@ impl HttpSession {
             body_complete: false,
             status: None,
             sent: 0,
+            upgrade,
         });
         self.app_progress(out);
     }
@@ -136,27 +164,46 @@ impl HttpSession {
         }
         let mut events = Vec::new();
         call.exchange.take_events(&mut events);
-        for event in events {
+        let mut events = events.into_iter();
+        while let Some(event) = events.next() {
             match self.app_event(&mut call, event, out) {
-                Some(()) => {}
-                None => {
-                    // The answer ended (or failed): the call is over.
+                Step::More => {}
+                Step::Over => {
                     call.exchange.close();
                     return;
+                }
+                Step::Upgraded => {
+                    // What followed the accept is the WebSocket's already.
+                    self.start_ws(call.exchange);
+                    return self.ws_events(events.collect(), out);
                 }
             }
         }
         self.app = Some(call);
     }
 
-    /// Write one event of the answer; `None` once the answer is over.
-    fn app_event(
-        &mut self,
-        call: &mut AppCall,
-        event: ResponseEvent,
-        out: &mut Vec<u8>,
-    ) -> Option<()> {
+    /// Write one event of the answer.
+    fn app_event(&mut self, call: &mut AppCall, event: ResponseEvent, out: &mut Vec<u8>) -> Step {
         match event {
+            ResponseEvent::WsAccept {
+                subprotocol,
+                headers,
+            } if call.status.is_none() && call.upgrade.is_some() => {
+                let upgrade = call.upgrade.take().expect("checked by the guard");
+                let mut list = upgrade.response_headers(subprotocol.as_deref());
+                list.extend(headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
+                self.conn.start_response(101, &list, out);
+                self.conn.finish_response(out);
+                call.status = Some(101);
+                self.log_app(call);
+                return Step::Upgraded;
+            }
+            ResponseEvent::WsClose { .. } if call.status.is_none() && call.upgrade.is_some() => {
+                // Closed before accepting: the handshake is denied.
+                let head = call.head.clone();
+                self.respond(&head, Reply::text(403, "Forbidden"), out);
+                return Step::Over;
+            }
             ResponseEvent::Start { status, headers } if call.status.is_none() => {
                 let list: Vec<(&str, &[u8])> = headers
                     .iter()
@@ -175,7 +222,7 @@ impl HttpSession {
             ResponseEvent::End if call.status.is_some() => {
                 self.conn.finish_response(out);
                 self.log_app(call);
-                return None;
+                return Step::Over;
             }
             ResponseEvent::Abort if call.status.is_some() => {
                 // Part of the answer is out: only a close tells the client it failed.
@@ -183,7 +230,7 @@ impl HttpSession {
                 self.closed = true;
                 self.deadline = None;
                 self.log_app(call);
-                return None;
+                return Step::Over;
             }
             event => {
                 // Abort before the head, or an event out of order (a second
@@ -199,10 +246,10 @@ impl HttpSession {
                     let head = call.head.clone();
                     self.respond(&head, Reply::text(500, "Internal Server Error"), out);
                 }
-                return None;
+                return Step::Over;
             }
         }
-        Some(())
+        Step::More
     }
 
     fn log_app(&self, call: &AppCall) {

@@ -18,11 +18,13 @@ fn service(router: Router) -> HttpService {
         header_read_timeout: Duration::from_secs(10),
         keep_alive_timeout: Duration::from_secs(5),
         access_log: false,
+        ws: true,
+        ws_max_message: 16 << 20,
     }))
 }
 
 /// Everything the session wants written, files read in place.
-fn drain(s: &mut HttpSession) -> Vec<u8> {
+pub(super) fn drain(s: &mut HttpSession) -> Vec<u8> {
     let mut all = Vec::new();
     loop {
         let n = match s.output() {
@@ -154,7 +156,7 @@ use std::sync::Mutex;
 
 /// A session whose unrouted requests go to `app`, and the board its
 /// notifications land on.
-fn app_session(app: ThreadApp) -> (HttpSession, Arc<ThreadApp>, Arc<Board>) {
+pub(super) fn app_session(app: ThreadApp) -> (HttpSession, Arc<ThreadApp>, Arc<Board>) {
     let app = Arc::new(app);
     let mut svc = service(Router::new(Some("/healthz".into()), vec![]).unwrap());
     Arc::get_mut(&mut svc.shared).unwrap().app = Some(app.clone());
@@ -167,7 +169,7 @@ fn app_session(app: ThreadApp) -> (HttpSession, Arc<ThreadApp>, Arc<Board>) {
 /// Drive `s` as a backend would (a client that takes everything at once):
 /// write its output and deliver its notifications until `until` holds of
 /// what was written.
-fn run_until(
+pub(super) fn run_until(
     s: &mut HttpSession,
     board: &Board,
     until: impl Fn(&HttpSession, &str) -> bool,

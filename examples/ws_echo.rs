@@ -1,0 +1,51 @@
+//! A WebSocket echo server for the Autobahn|Testsuite fuzzer (run by
+//! tests/run.sh): the server with the pure-Rust echo app of
+//! `m0serve::app::testing`, on one core. A test tool, not part of the CLI.
+//!
+//! Usage: `ws_echo PORT [auto|portable|uring]` (PORT 0: any free port, logged
+//! as `listening on http://127.0.0.1:PORT`); stops on SIGTERM or SIGINT.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use m0serve::app::testing::{ws_echo, ThreadApp};
+use m0serve::backend::Choice;
+use m0serve::http::Limits;
+use m0serve::routes::Router;
+use m0serve::server::{self, Listen, Options};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let port = args.next().and_then(|p| p.parse().ok()).unwrap_or(9001);
+    let backend = match args.next().as_deref() {
+        None | Some("auto") => Choice::Auto,
+        Some("portable") => Choice::Portable,
+        Some("uring") => Choice::Uring,
+        Some(other) => panic!("unknown backend {other:?}: auto, portable or uring"),
+    };
+    // Info: the `listening on ADDR` line tells the caller the port (PORT 0 picks one).
+    tracing_subscriber::fmt()
+        .with_env_filter("info")
+        .with_ansi(false)
+        .init();
+    let options = Options {
+        listen: Listen::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        },
+        cores: Some(1),
+        backend,
+        limits: Limits::default(),
+        header_read_timeout: Duration::from_secs(10),
+        keep_alive_timeout: Duration::from_secs(5),
+        max_connections: 1000,
+        graceful_timeout: Duration::from_secs(1),
+        router: Router::default(),
+        app: Some(Arc::new(ThreadApp::new(ws_echo).websocket())),
+        access_log: false,
+        ws: true,
+        ws_max_message: 16 << 20,
+    };
+    let code = server::run(options).expect("serve");
+    std::process::exit(code);
+}

@@ -1,0 +1,221 @@
+//! A session's WebSocket mode: after the app accepted an upgrade, the
+//! connection's bytes go through a [`WsConn`] instead of the HTTP parser.
+//!
+//! The handshake is HTTP: a GET that asks for a WebSocket, with WebSockets on
+//! and an app that takes them ([`App::websocket`]), is checked by
+//! [`handshake::validate`] (a refusal is answered 400/426 without the app) and
+//! handed to the app as [`RequestKind::WebSocket`]. The app's
+//! [`ResponseEvent::WsAccept`] becomes the `101` (see `dispatch`), and the
+//! session switches here; a plain HTTP answer or a `WsClose` (403) before it
+//! denies the request and the connection stays HTTP.
+//!
+//! In WebSocket mode the core thread answers pings itself and ignores pongs;
+//! text and binary messages go to the app through the exchange, under its
+//! high water (the socket is not read while the app has enough buffered).
+//! The app's messages are framed as they come and credited as written.
+//! Closing: a Close from the client is answered and reported to the app as
+//! [`WsMessage::Disconnect`] with its code; a protocol error is answered
+//! with a Close carrying its code, and the app is told the same. Once both
+//! Closes passed (or after an error) the connection closes when its output
+//! is written; a client that never answers our Close is dropped after
+//! [`CLOSE_TIMEOUT`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::app::{App, Exchange, ResponseEvent, WsMessage};
+use crate::http::RequestHead;
+use crate::reply::Reply;
+use crate::ws::close::{ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL};
+use crate::ws::{handshake, Upgrade, WsConn, WsEvent};
+
+use super::{HttpSession, OUTPUT_HIGH_WATER};
+
+/// How long the client has to answer our Close before the connection is dropped.
+pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An accepted WebSocket: the protocol and the app's exchange.
+pub(super) struct WsSession {
+    conn: WsConn,
+    exchange: Arc<Exchange>,
+    /// The app was sent its [`WsMessage::Disconnect`]: nothing more goes to it.
+    disconnected: bool,
+    /// When the client must have answered our Close by.
+    close_deadline: Option<Instant>,
+}
+
+impl WsSession {
+    /// Whether the socket may be read: the app has room and the client has
+    /// more to say.
+    pub(super) fn takes_input(&self) -> bool {
+        !self.disconnected && !self.conn.close_received() && self.exchange.body_room()
+    }
+
+    /// Both Closes passed, or the connection failed: close once written.
+    pub(super) fn done(&self) -> bool {
+        self.conn.must_close()
+    }
+
+    /// `n` bytes of output were written: credit for the app.
+    pub(super) fn written(&self, n: usize) {
+        self.exchange.written(n);
+    }
+
+    /// Tell the app the connection ended with `code` (once).
+    fn disconnect(&mut self, code: u16) {
+        if !self.disconnected {
+            self.disconnected = true;
+            self.exchange.push_ws(WsMessage::Disconnect { code });
+        }
+    }
+
+    /// The connection is gone: the app gets its Disconnect (1006 unless it
+    /// had one), then its sends fail.
+    pub(super) fn end(mut self) {
+        self.disconnect(ABNORMAL);
+        self.exchange.close();
+    }
+}
+
+impl HttpSession {
+    /// Whether `head` is served as a WebSocket request: `Ok(Some)` with the
+    /// validated handshake, `Ok(None)` for plain HTTP (not an upgrade, or
+    /// WebSockets are off, or the app takes none), `Err` with the 400/426
+    /// answer for an upgrade that breaks RFC 6455 §4.2.1.
+    pub(super) fn ws_handshake(
+        &self,
+        app: &dyn App,
+        head: &RequestHead,
+    ) -> Result<Option<Upgrade>, Reply> {
+        if !self.shared.ws || !app.websocket() || app.inline() {
+            return Ok(None);
+        }
+        if !handshake::is_websocket_request(head) {
+            return Ok(None);
+        }
+        handshake::validate(head).map(Some).map_err(|err| {
+            let mut reply = Reply::text(err.status(), err.reason());
+            for (name, value) in err.headers() {
+                let value = String::from_utf8_lossy(value).into_owned();
+                reply.headers.push((name.to_string(), value));
+            }
+            reply
+        })
+    }
+
+    /// The `101` was written: from now on the connection speaks WebSocket.
+    /// What the HTTP parser had buffered past the request is the first input.
+    pub(super) fn start_ws(&mut self, exchange: Arc<Exchange>) {
+        let mut conn = WsConn::new(self.shared.ws_max_message);
+        conn.recv(&self.conn.take_buffered());
+        self.head_started = None;
+        self.ws = Some(WsSession {
+            conn,
+            exchange,
+            disconnected: false,
+            close_deadline: None,
+        });
+    }
+
+    /// Bytes read from the client.
+    pub(super) fn ws_read(&mut self, data: &[u8], now: Instant) {
+        if let Some(ws) = &mut self.ws {
+            ws.conn.recv(data);
+        }
+        self.ws_pump(now);
+    }
+
+    /// The client closed its side without a Close: the app is told (1006)
+    /// and the connection ends.
+    pub(super) fn ws_eof(&mut self) {
+        if let Some(ws) = &mut self.ws {
+            ws.disconnect(ABNORMAL);
+        }
+        self.closed = true;
+        self.deadline = None;
+    }
+
+    /// Shutdown: a Close with 1001 (going away); the client's answer, or the
+    /// close timeout, ends the connection.
+    pub(super) fn ws_shutdown(&mut self, now: Instant) {
+        let mut out = Vec::new();
+        if let Some(ws) = &mut self.ws {
+            ws.conn
+                .write_close(GOING_AWAY, "server shutting down", &mut out);
+        }
+        self.push_bytes(out);
+        self.ws_pump(now);
+    }
+
+    /// Handle every event the received bytes hold, as far as the app's
+    /// buffer and the output queue allow, then set the close deadline.
+    pub(super) fn ws_pump(&mut self, now: Instant) {
+        let mut out = Vec::new();
+        let queued = self.queued;
+        let Some(ws) = &mut self.ws else {
+            return;
+        };
+        while queued + (out.len() as u64) < OUTPUT_HIGH_WATER as u64 && ws.takes_input() {
+            let Some(event) = ws.conn.next_event() else {
+                break;
+            };
+            match event {
+                WsEvent::Text(text) => {
+                    ws.exchange.push_ws(WsMessage::Text(text));
+                }
+                WsEvent::Binary(data) => {
+                    ws.exchange.push_ws(WsMessage::Binary(data));
+                }
+                // Answered here: the app never sees pings or pongs.
+                WsEvent::Ping(payload) => ws.conn.write_pong(&payload, &mut out),
+                WsEvent::Pong => {}
+                WsEvent::Close { code, .. } => {
+                    ws.conn.write_close_reply(&mut out);
+                    ws.disconnect(code);
+                }
+                WsEvent::Error(err) => {
+                    tracing::debug!(reason = err.reason, "WebSocket protocol error");
+                    ws.conn.write_close(err.close_code, err.reason, &mut out);
+                    ws.disconnect(err.close_code);
+                }
+            }
+        }
+        // Our Close is out and the client's is not in: it has a while to answer.
+        if ws.conn.close_sent() && !ws.conn.close_received() && ws.close_deadline.is_none() {
+            ws.close_deadline = Some(now + CLOSE_TIMEOUT);
+        }
+        self.deadline = ws.close_deadline;
+        self.push_bytes(out);
+    }
+
+    /// Write what the app has sent.
+    pub(super) fn ws_progress(&mut self, out: &mut Vec<u8>) {
+        let Some(ws) = &self.ws else {
+            return;
+        };
+        let mut events = Vec::new();
+        ws.exchange.take_events(&mut events);
+        self.ws_events(events, out);
+    }
+
+    /// Write the app's `events` (those after its `WsAccept`).
+    pub(super) fn ws_events(&mut self, events: Vec<ResponseEvent>, out: &mut Vec<u8>) {
+        let Some(ws) = &mut self.ws else {
+            return;
+        };
+        for event in events {
+            match event {
+                ResponseEvent::WsText(text) => ws.conn.write_text(&text, out),
+                ResponseEvent::WsBinary(data) => ws.conn.write_binary(&data, out),
+                ResponseEvent::WsClose { code, reason } => ws.conn.write_close(code, &reason, out),
+                // The app finished without closing: close normally for it.
+                ResponseEvent::End => ws.conn.write_close(NORMAL, "", out),
+                ResponseEvent::Abort => ws.conn.write_close(INTERNAL_ERROR, "", out),
+                event => {
+                    tracing::warn!(?event, "the application sent HTTP on an accepted WebSocket");
+                    ws.conn.write_close(INTERNAL_ERROR, "", out);
+                }
+            }
+        }
+    }
+}
