@@ -267,7 +267,7 @@ fn http_key(name: &str) -> String {
 }
 
 /// REQUEST_METHOD, interned for the usual methods.
-fn method<'py>(py: Python<'py>, method: &str) -> Bound<'py, PyString> {
+pub(crate) fn method<'py>(py: Python<'py>, method: &str) -> Bound<'py, PyString> {
     let interned = match method {
         "GET" => intern!(py, "GET"),
         "POST" => intern!(py, "POST"),
