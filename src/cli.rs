@@ -112,8 +112,16 @@ struct Args {
     app: Option<String>,
 
     /// The application's interface.
-    #[arg(long, env = "M0SERVE_INTERFACE", value_enum, default_value_t = InterfaceArg::Wsgi)]
-    interface: InterfaceArg,
+    #[arg(long, env = "M0SERVE_INTERFACE", value_enum, default_value_t = Interface::Wsgi)]
+    interface: Interface,
+
+    /// ASGI: the event loop; auto is uvloop when it is installed, else asyncio.
+    #[arg(long = "loop", env = "M0SERVE_LOOP", value_enum, default_value_t = EventLoop::Auto)]
+    event_loop: EventLoop,
+
+    /// ASGI: the lifespan protocol; auto tolerates apps that do not support it.
+    #[arg(long, env = "M0SERVE_LIFESPAN", value_enum, default_value_t = Lifespan::Auto)]
+    lifespan: Lifespan,
 
     /// APP names a factory: call it (no arguments) to get the application.
     #[arg(long, env = "M0SERVE_FACTORY", value_parser = FalseyValueParser::new())]
@@ -150,10 +158,51 @@ struct Args {
     root_path: String,
 }
 
+/// The interface the application speaks.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum InterfaceArg {
+pub enum Interface {
     Wsgi,
     Asgi,
+}
+
+/// The asyncio event loop an ASGI application runs on (`--loop`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventLoop {
+    Auto,
+    Asyncio,
+    Uvloop,
+}
+
+/// Whether to run the ASGI lifespan protocol (`--lifespan`), as uvicorn has it:
+/// `auto` runs it but carries on when the app does not support it, `on`
+/// requires it, `off` skips it.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifespan {
+    Auto,
+    On,
+    Off,
+}
+
+impl EventLoop {
+    /// The name `m0serve._asgi` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventLoop::Auto => "auto",
+            EventLoop::Asyncio => "asyncio",
+            EventLoop::Uvloop => "uvloop",
+        }
+    }
+}
+
+impl Lifespan {
+    /// The name `m0serve._asgi` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifespan::Auto => "auto",
+            Lifespan::On => "on",
+            Lifespan::Off => "off",
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,7 +241,7 @@ pub struct Invocation {
     pub app: Option<AppSpec>,
 }
 
-/// A WSGI application to load and how to run it: everything the Python entry
+/// A Python application to load and how to run it: everything the Python entry
 /// needs beyond [`Options`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppSpec {
@@ -214,6 +263,12 @@ pub struct AppSpec {
     pub backpressure: usize,
     /// SCRIPT_NAME: empty, or a path starting with `/` and not ending with one.
     pub root_path: String,
+    /// WSGI (on the pool) or ASGI (on the executor).
+    pub interface: Interface,
+    /// ASGI: the event loop.
+    pub event_loop: EventLoop,
+    /// ASGI: the lifespan protocol.
+    pub lifespan: Lifespan,
 }
 
 /// Requests queued per pool thread when `--backpressure` is not given: deep
@@ -281,11 +336,6 @@ pub fn serve(options: Options) -> i32 {
 /// check the router configuration; starts nothing.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, CliError> {
     let args = Args::try_parse_from(args).map_err(clap_error)?;
-    if args.interface == InterfaceArg::Asgi {
-        return Err(CliError::Usage(
-            "ASGI is not supported yet (--interface asgi); only WSGI apps can be served".into(),
-        ));
-    }
     let backend = match (args.backend, args.uring) {
         (None, false) => Choice::Auto,
         (None | Some(BackendArg::Uring), true) => Choice::Uring,
@@ -321,15 +371,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     };
     let app = match args.app {
         None => None,
-        Some(target) => Some(app_spec(
-            target,
-            args.factory,
-            args.app_dir,
-            args.working_dir,
-            args.blocking_threads,
-            args.backpressure,
-            args.root_path,
-        )?),
+        Some(target) => Some(AppSpec {
+            interface: args.interface,
+            event_loop: args.event_loop,
+            lifespan: args.lifespan,
+            ..app_spec(
+                target,
+                args.factory,
+                args.app_dir,
+                args.working_dir,
+                args.blocking_threads,
+                args.backpressure,
+                args.root_path,
+            )?
+        }),
     };
     let options = Options {
         listen,
@@ -377,6 +432,9 @@ fn app_spec(
         backpressure: backpressure.unwrap_or(BACKPRESSURE_PER_THREAD * blocking_threads.max(1)),
         root_path: root_path_of(&root_path).map_err(CliError::Usage)?,
         target,
+        interface: Interface::Wsgi,
+        event_loop: EventLoop::Auto,
+        lifespan: Lifespan::Auto,
     })
 }
 
@@ -822,8 +880,44 @@ mod tests {
                 blocking_threads: 1,
                 backpressure: BACKPRESSURE_PER_THREAD,
                 root_path: String::new(),
+                interface: Interface::Wsgi,
+                event_loop: EventLoop::Auto,
+                lifespan: Lifespan::Auto,
             }
         );
+    }
+
+    #[test]
+    fn asgi_flags_and_their_variables() {
+        let spec = app(
+            &[
+                "--interface=asgi",
+                "--loop=uvloop",
+                "--lifespan=off",
+                "main:app",
+            ],
+            &[],
+        );
+        assert_eq!(
+            (spec.interface, spec.event_loop, spec.lifespan),
+            (Interface::Asgi, EventLoop::Uvloop, Lifespan::Off)
+        );
+        let env = [
+            ("M0SERVE_INTERFACE", "asgi"),
+            ("M0SERVE_LOOP", "asyncio"),
+            ("M0SERVE_LIFESPAN", "on"),
+        ];
+        let spec = app(&["main:app"], &env);
+        assert_eq!(
+            (spec.interface, spec.event_loop, spec.lifespan),
+            (Interface::Asgi, EventLoop::Asyncio, Lifespan::On)
+        );
+        assert_eq!(
+            app(&["--loop=auto", "main:app"], &env).event_loop,
+            EventLoop::Auto
+        );
+        assert!(usage(&["--loop=trio", "a:b"]).starts_with("invalid value 'trio'"));
+        assert!(usage(&["--lifespan=yes", "a:b"]).starts_with("invalid value 'yes'"));
     }
 
     #[test]
@@ -897,12 +991,6 @@ mod tests {
             "--root-path 'api' must start with '/'"
         );
         assert!(usage(&["--interface=cgi", "a:b"]).starts_with("invalid value 'cgi'"));
-        for args in [&["--interface=asgi", "a:b"][..], &["--interface", "asgi"]] {
-            assert!(
-                usage(args).starts_with("ASGI is not supported yet"),
-                "{args:?}"
-            );
-        }
     }
 
     #[test]

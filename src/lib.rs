@@ -12,10 +12,13 @@
 //! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
 //!   which know nothing of HTTP: they drive [`backend::Session`]s.
 //!
-//! With the `python` feature, `wsgi` serves WSGI applications and `python`
+//! With the `python` feature, `wsgi` serves WSGI applications, `asgi` ASGI
+//! ones (on an asyncio executor thread), and `python`
 //! is the extension module (`m0serve._m0serve`) behind the `m0serve` console script.
 
 pub mod app;
+#[cfg(feature = "python")]
+pub mod asgi;
 pub mod backend;
 pub mod cli;
 pub mod http;

@@ -15,8 +15,12 @@
 //! under the same high water as the body, and the app's leave as
 //! [`ResponseEvent`]s, counted like body bytes.
 //!
-//! State lives under one mutex; the app side blocks only in the two waits
-//! (a condvar signalled only while someone waits). The core is notified only
+//! State lives under one mutex; a thread-per-request app blocks only in the
+//! two waits (a condvar signalled only while someone waits). An async app
+//! (ASGI) never blocks: it registers an app waker ([`Exchange::set_app_waker`])
+//! and is woken through it — on the core thread, without the GIL — only after
+//! one of its non-blocking calls found nothing to do (armed under the lock,
+//! so no wake is lost) and the core then made progress for it. The core is notified only
 //! on transitions it acts on: its event queue went from empty to non-empty
 //! (the end of the answer included), the app wants `100 Continue` sent, or
 //! body room freed after the core was told to stop reading. Limits:
@@ -26,7 +30,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::backend::Notifier;
 
@@ -152,7 +156,12 @@ struct State {
     /// App threads blocked in `wait_body` / `wait_room`: the condvar is
     /// signalled only when someone waits (a signal costs a syscall).
     waiters: usize,
+    /// An async app found nothing to do: call the app waker on the next change.
+    armed: bool,
 }
+
+/// Wakes an async application's side of an exchange (called on the core thread).
+pub type AppWaker = Arc<dyn Fn() + Send + Sync>;
 
 /// One request's channel between its core and its application thread.
 pub struct Exchange {
@@ -161,6 +170,7 @@ pub struct Exchange {
     inline: bool,
     state: Mutex<State>,
     changed: Condvar,
+    app_waker: OnceLock<AppWaker>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -195,8 +205,10 @@ impl Exchange {
                 unwritten: 0,
                 gone: false,
                 waiters: 0,
+                armed: false,
             }),
             changed: Condvar::new(),
+            app_waker: OnceLock::new(),
         }
     }
 
@@ -205,11 +217,29 @@ impl Exchange {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wake the app threads blocked in a wait, if any.
-    fn wake_app(&self, state: &State) {
+    /// Wake the app threads blocked in a wait, if any. Returns whether the
+    /// app waker is to be called (after the lock is dropped: it may make a syscall).
+    #[must_use]
+    fn wake_app(&self, state: &mut State) -> bool {
         if state.waiters > 0 {
             self.changed.notify_all();
         }
+        std::mem::take(&mut state.armed)
+    }
+
+    /// Call the app waker, if `armed` says the app waits for it.
+    fn call_app_waker(&self, armed: bool) {
+        if armed {
+            if let Some(waker) = self.app_waker.get() {
+                waker();
+            }
+        }
+    }
+
+    /// Wake an async app through `waker` whenever it may make progress after
+    /// one of its calls found nothing to do (set once, before the app runs).
+    pub fn set_app_waker(&self, waker: AppWaker) {
+        let _ = self.app_waker.set(waker);
     }
 
     /// The app wants the body: a client waiting for `100 Continue` gets it.
@@ -227,6 +257,17 @@ impl Exchange {
     /// Up to `max` bytes of the body, without blocking. The first read of a
     /// request that expects `100 Continue` asks the core to send it.
     pub fn try_read_body(&self, max: usize) -> Result<BodyRead, Gone> {
+        self.read_body(max).map(|(read, _)| read)
+    }
+
+    /// Like [`Exchange::try_read_body`], and also whether the body is complete
+    /// once this read is taken (so the last chunk can say so, as ASGI's
+    /// `more_body` does). An `Empty` read arms the app waker.
+    pub fn try_read_chunk(&self, max: usize) -> Result<(BodyRead, bool), Gone> {
+        self.read_body(max)
+    }
+
+    fn read_body(&self, max: usize) -> Result<(BodyRead, bool), Gone> {
         let mut s = self.lock();
         if s.gone {
             return Err(Gone);
@@ -258,13 +299,25 @@ impl Exchange {
         } else if s.body_end && s.body.is_empty() {
             BodyRead::Eof
         } else {
+            s.armed = true;
             BodyRead::Empty
         };
+        let complete = s.body_end && s.body.is_empty();
         drop(s);
         if notify {
             self.notifier.notify();
         }
-        Ok(read)
+        Ok((read, complete))
+    }
+
+    /// Whether the client has gone; if not, arm the app waker so that its
+    /// departure (or any other change) wakes the app.
+    pub fn watch_gone(&self) -> bool {
+        let mut s = self.lock();
+        if !s.gone {
+            s.armed = true;
+        }
+        s.gone
     }
 
     /// `n` inbound bytes were taken by the app. Returns whether the core,
@@ -333,6 +386,7 @@ impl Exchange {
         };
         // Only what carries bytes waits: a head or the end is never refused.
         if !self.inline && size > 0 && s.unwritten >= RESPONSE_HIGH_WATER {
+            s.armed = true;
             return Ok(Sent::Full(event));
         }
         s.unwritten = s.unwritten.saturating_add(size);
@@ -372,7 +426,7 @@ impl Exchange {
         }
         s.inbound += data.len();
         s.body.push_back(data);
-        self.room_after_push(&mut s)
+        self.room_after_push(s)
     }
 
     /// A WebSocket message from the client. Returns false when the app has
@@ -385,14 +439,16 @@ impl Exchange {
         }
         s.inbound += message.weight();
         s.ws_in.push_back(message);
-        self.room_after_push(&mut s)
+        self.room_after_push(s)
     }
 
     /// Wake the app for what was just pushed; whether the core may read on.
-    fn room_after_push(&self, s: &mut State) -> bool {
-        self.wake_app(s);
+    fn room_after_push(&self, mut s: MutexGuard<'_, State>) -> bool {
+        let armed = self.wake_app(&mut s);
         let room = self.inline || s.inbound < BODY_HIGH_WATER;
         s.core_stopped = !room;
+        drop(s);
+        self.call_app_waker(armed);
         room
     }
 
@@ -400,7 +456,9 @@ impl Exchange {
     pub fn end_body(&self) {
         let mut s = self.lock();
         s.body_end = true;
-        self.wake_app(&s);
+        let armed = self.wake_app(&mut s);
+        drop(s);
+        self.call_app_waker(armed);
     }
 
     /// Whether the app has taken enough of the body for the core to read more.
@@ -419,7 +477,9 @@ impl Exchange {
         let was_full = s.unwritten >= RESPONSE_HIGH_WATER;
         s.unwritten = s.unwritten.saturating_sub(n);
         if was_full && s.unwritten < RESPONSE_HIGH_WATER {
-            self.wake_app(&s);
+            let armed = self.wake_app(&mut s);
+            drop(s);
+            self.call_app_waker(armed);
         }
     }
 
@@ -443,7 +503,9 @@ impl Exchange {
             s.body.clear();
             s.inbound = 0;
             s.events.clear();
-            self.wake_app(&s);
+            let armed = self.wake_app(&mut s);
+            drop(s);
+            self.call_app_waker(armed);
         }
     }
 }
@@ -633,6 +695,60 @@ mod tests {
         let mut events = Vec::new();
         ex.take_events(&mut events);
         assert!(events.is_empty(), "nobody will write them");
+    }
+
+    /// An exchange whose app waker counts its calls.
+    fn counted(ex: &Exchange) -> Arc<std::sync::atomic::AtomicUsize> {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = count.clone();
+        ex.set_app_waker(Arc::new(move || {
+            c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+        count
+    }
+
+    #[test]
+    fn the_app_waker_fires_once_per_arming_and_only_when_armed() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (ex, _board) = exchange(false, false);
+        let wakes = counted(&ex);
+        assert!(ex.push_body(b"a".to_vec()));
+        assert_eq!(wakes.load(SeqCst), 0, "nobody waited: no wake");
+        assert_eq!(
+            ex.try_read_chunk(10),
+            Ok((BodyRead::Data(b"a".to_vec()), false))
+        );
+        assert_eq!(ex.try_read_chunk(10), Ok((BodyRead::Empty, false)));
+        assert!(ex.push_body(b"b".to_vec()));
+        assert!(ex.push_body(b"c".to_vec()));
+        assert_eq!(wakes.load(SeqCst), 1, "armed by the empty read, fired once");
+        assert_eq!(
+            ex.try_read_chunk(1),
+            Ok((BodyRead::Data(b"b".to_vec()), false))
+        );
+        ex.end_body();
+        assert_eq!(
+            ex.try_read_chunk(10),
+            Ok((BodyRead::Data(b"c".to_vec()), true)),
+            "the last chunk says the body is complete"
+        );
+        assert_eq!(ex.try_read_chunk(10), Ok((BodyRead::Eof, true)));
+
+        // A full answer arms it; room freed by the core fires it.
+        let big = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER]);
+        assert!(matches!(ex.try_send(big), Ok(Sent::Queued)));
+        assert!(matches!(
+            ex.try_send(ResponseEvent::Body(b"x".to_vec())),
+            Ok(Sent::Full(_))
+        ));
+        ex.written(10);
+        assert_eq!(wakes.load(SeqCst), 2);
+
+        // Watching for the departure: close() fires it, and a gone client is reported.
+        assert!(!ex.watch_gone());
+        ex.close();
+        assert_eq!(wakes.load(SeqCst), 3);
+        assert!(ex.watch_gone());
     }
 
     #[test]

@@ -19,8 +19,9 @@ pub mod exchange;
 #[doc(hidden)]
 pub mod testing;
 
-pub use exchange::{BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
+pub use exchange::{AppWaker, BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::backend::Peer;
@@ -82,5 +83,35 @@ pub trait App: Send + Sync + 'static {
     /// never handed one: a WebSocket outlives any one call on the core thread.
     fn websocket(&self) -> bool {
         false
+    }
+}
+
+/// The request path percent-decoded (bytes: it need not be UTF-8); an
+/// absolute-form target (`http://host/p`) loses its scheme and authority first.
+pub fn decoded_path(path: &str) -> Cow<'_, [u8]> {
+    percent_encoding::percent_decode(origin_path(path).as_bytes()).into()
+}
+
+/// The path of `path` as sent (still percent-encoded), without the scheme and
+/// authority of an absolute-form target.
+pub fn origin_path(path: &str) -> &str {
+    match path.split_once("://") {
+        Some((_, rest)) if !path.starts_with('/') => rest.find('/').map_or("/", |at| &rest[at..]),
+        _ => path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_decoded() {
+        assert_eq!(&*decoded_path("/a%20b/%2Fc"), b"/a b//c");
+        assert_eq!(&*decoded_path("/caf%E9"), b"/caf\xe9");
+        assert_eq!(&*decoded_path("http://example.com/x/y"), b"/x/y");
+        assert_eq!(&*decoded_path("http://example.com"), b"/");
+        assert_eq!(origin_path("http://example.com/a%20b"), "/a%20b");
+        assert_eq!(origin_path("/a%20b"), "/a%20b");
     }
 }

@@ -1,7 +1,7 @@
 //! The Python extension module `m0serve._m0serve` (feature `python`, built by
 //! maturin): the `m0serve` console script and `python -m m0serve` call its
 //! [`main`], which parses the same command line as the pure-Rust binary,
-//! loads the WSGI application, and serves it with the GIL released.
+//! loads the WSGI or ASGI application, and serves it with the GIL released.
 
 mod load;
 
@@ -9,7 +9,9 @@ use std::ffi::OsString;
 
 use pyo3::prelude::*;
 
-use crate::cli::{self, AppSpec, CliError, Invocation};
+use crate::asgi::{AsgiApp, AsgiConfig};
+use crate::cli::{self, AppSpec, CliError, Interface, Invocation};
+use crate::server::Options;
 use crate::wsgi::{WsgiApp, WsgiConfig};
 
 /// Exit status for a bad command line or an application that cannot be loaded.
@@ -26,7 +28,8 @@ fn m0serve_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// Run the command line `argv` (the program name first) and return the exit
 /// status: 0 after a graceful shutdown, 1 when the server failed, 2 for a bad
-/// command line or an application that cannot be loaded. Serving takes over
+/// command line or an application that cannot be loaded (or an ASGI app whose
+/// lifespan startup failed: 1, with its message). Serving takes over
 /// SIGINT and SIGTERM for the process. KeyboardInterrupt and SystemExit
 /// raised while the application is imported propagate.
 #[pyfunction]
@@ -52,6 +55,9 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
             return Ok(USAGE);
         }
     };
+    if spec.interface == Interface::Asgi {
+        return serve_asgi(py, options, &spec, object);
+    }
     let app = match WsgiApp::new(py, object, wsgi_config(&spec)) {
         Ok(app) => app,
         Err(e) => {
@@ -75,6 +81,42 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
         app.shutdown();
         status
     });
+    Ok(status)
+}
+
+/// Serve an ASGI application: the executor and lifespan startup first, the
+/// server, then lifespan shutdown once the server has drained.
+fn serve_asgi(
+    py: Python<'_>,
+    mut options: Options,
+    spec: &AppSpec,
+    object: Py<PyAny>,
+) -> PyResult<i32> {
+    let config = AsgiConfig {
+        root_path: spec.root_path.clone(),
+        event_loop: spec.event_loop,
+        lifespan: spec.lifespan,
+    };
+    let app = match AsgiApp::new(py, object, config) {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("m0serve: error: starting the ASGI application: {e}");
+            return Ok(1);
+        }
+    };
+    let event_loop = match app.start(py) {
+        Ok(name) => name,
+        Err(message) => {
+            eprintln!("m0serve: error: {message}");
+            return Ok(1);
+        }
+    };
+    let graceful = options.graceful_timeout;
+    options.app = Some(app.clone());
+    let_the_server_take_sigint(py)?;
+    tracing::info!("serving {} (ASGI, {event_loop})", spec.target);
+    let status = py.detach(|| cli::serve(options));
+    app.stop(py, graceful);
     Ok(status)
 }
 

@@ -32,7 +32,7 @@ use super::errors::Errors;
 use super::file_wrapper::FileWrapper;
 use super::input::Input;
 use super::WsgiConfig;
-use crate::app::{AppRequest, ServerAddr};
+use crate::app::{decoded_path, AppRequest, ServerAddr};
 use crate::backend::Peer;
 use crate::http::Version;
 
@@ -267,7 +267,7 @@ fn http_key(name: &str) -> String {
 }
 
 /// REQUEST_METHOD, interned for the usual methods.
-fn method<'py>(py: Python<'py>, method: &str) -> Bound<'py, PyString> {
+pub(crate) fn method<'py>(py: Python<'py>, method: &str) -> Bound<'py, PyString> {
     let interned = match method {
         "GET" => intern!(py, "GET"),
         "POST" => intern!(py, "POST"),
@@ -279,16 +279,6 @@ fn method<'py>(py: Python<'py>, method: &str) -> Bound<'py, PyString> {
         other => return PyString::new(py, other),
     };
     interned.clone()
-}
-
-/// The request path percent-decoded; an absolute-form target
-/// (`http://host/p`) loses its scheme and authority first.
-fn decoded_path(path: &str) -> Cow<'_, [u8]> {
-    let path = match path.split_once("://") {
-        Some((_, rest)) if !path.starts_with('/') => rest.find('/').map_or("/", |at| &rest[at..]),
-        _ => path,
-    };
-    percent_encoding::percent_decode(path.as_bytes()).into()
 }
 
 /// PATH_INFO: `path` without the `root` prefix when it is under it.
@@ -343,11 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn paths_are_decoded_and_rooted() {
-        assert_eq!(&*decoded_path("/a%20b/%2Fc"), b"/a b//c");
-        assert_eq!(&*decoded_path("/caf%E9"), b"/caf\xe9");
-        assert_eq!(&*decoded_path("http://example.com/x/y"), b"/x/y");
-        assert_eq!(&*decoded_path("http://example.com"), b"/");
+    fn paths_are_rooted() {
         assert_eq!(strip_root(b"/api/users", b"/api"), b"/users");
         assert_eq!(strip_root(b"/api", b"/api"), b"");
         assert_eq!(strip_root(b"/apix", b"/api"), b"/apix");

@@ -13,7 +13,7 @@
 //! callable and `write()`), [`file_wrapper`] (`wsgi.file_wrapper`), [`response`]
 //! (calling the app, iterating its result, `close()`).
 
-mod environ;
+pub(crate) mod environ;
 mod errors;
 mod file_wrapper;
 mod input;

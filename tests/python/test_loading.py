@@ -82,10 +82,11 @@ def test_factory_failures():
     assert "'plain:failing_factory'" in lines[-1] and "factory raised" in lines[-1]
 
 
-def test_asgi_is_not_supported_yet():
-    line = one_line("--interface", "asgi", "plain:hello")
-    assert "ASGI is not supported yet" in line
-    assert "ASGI is not supported yet" in one_line("plain:hello", env={"M0SERVE_INTERFACE": "asgi"})
+def test_asgi_loading_errors_are_one_line_too():
+    line = one_line("--interface", "asgi", "m0serve_no_such_module:app")
+    assert "no module named 'm0serve_no_such_module'" in line
+    line = one_line("plain:no_such_attr", env={"M0SERVE_INTERFACE": "asgi"})
+    assert "has no attribute 'no_such_attr'" in line
 
 
 def test_a_missing_or_malformed_app_is_one_line():

@@ -1,0 +1,283 @@
+//! One request's channel, as the executor's coroutines see it: non-blocking
+//! `try_receive()` and `try_send()` over the request's [`Exchange`].
+//!
+//! The `receive`/`send` awaitables (in `m0serve/_asgi.py`) call these and,
+//! when one finds nothing to do (`None` / `False`), await a future that the
+//! request's app waker resolves; the failed call armed that waker under the
+//! exchange's lock, so no wake is lost. Messages are parsed here, in Rust:
+//!
+//! - receive: `http.request` with the body as it arrives (`more_body` false on
+//!   the last piece), then `http.disconnect` once the client has gone (or the
+//!   answer is complete);
+//! - send: `http.response.start`, `http.response.body` (`more_body`; chunked
+//!   by the protocol when there is no Content-Length), `http.response.pathsend`
+//!   (sent from the file by the core). A send after the client left raises
+//!   `OSError` (spec 2.4); a message out of order raises `RuntimeError`.
+//!
+//! The app failing ([`Channel::abort`]) or returning without completing its
+//! answer ([`Channel::finish`]) aborts it: a 500 before the head, else the
+//! connection closes. An answer that ends short of its Content-Length is aborted
+//! too, so the client sees the close rather than a truncated body.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::{BodyRead, Exchange, ResponseEvent, Sent};
+use crate::http::response::parse_length;
+
+/// Where the answer stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    NotStarted,
+    Started,
+    Ended,
+}
+
+/// The request's side of the executor (the loop thread only).
+#[pyclass(module = "m0serve", name = "AsgiChannel")]
+pub(super) struct Channel {
+    exchange: Arc<Exchange>,
+    /// The request's id in the executor's wake queue.
+    #[pyo3(get)]
+    id: u64,
+    #[pyo3(get)]
+    scope: Py<PyDict>,
+    /// `METHOD target`, for logs.
+    what: String,
+    is_head: bool,
+    /// The last `http.request` (more_body false) was delivered.
+    body_done: bool,
+    answer: Answer,
+    /// The answer's Content-Length, and the body bytes sent so far.
+    length: Option<u64>,
+    sent: u64,
+    status_allows_body: bool,
+}
+
+impl Channel {
+    pub(super) fn new(
+        exchange: Arc<Exchange>,
+        id: u64,
+        scope: Py<PyDict>,
+        what: String,
+        is_head: bool,
+    ) -> Channel {
+        Channel {
+            exchange,
+            id,
+            scope,
+            what,
+            is_head,
+            body_done: false,
+            answer: Answer::NotStarted,
+            length: None,
+            sent: 0,
+            status_allows_body: true,
+        }
+    }
+
+    /// Queue `event`; false when the answer is full (retry after a wake).
+    fn send_event(&self, event: ResponseEvent) -> PyResult<bool> {
+        match self.exchange.try_send(event) {
+            Ok(Sent::Queued) => Ok(true),
+            Ok(Sent::Full(_)) => Ok(false),
+            Err(_) => Err(PyConnectionError::new_err("the client has gone")),
+        }
+    }
+
+    /// End the answer: `End`, or `Abort` when it is short of its Content-Length.
+    fn end(&mut self) -> PyResult<()> {
+        self.answer = Answer::Ended;
+        let short =
+            !self.is_head && self.status_allows_body && self.length.is_some_and(|n| self.sent < n);
+        if short {
+            tracing::error!(
+                target: "m0serve::asgi",
+                "{}: the answer ended after {} of its {} byte(s) (Content-Length): closing the connection",
+                self.what, self.sent, self.length.unwrap_or(0)
+            );
+            self.send_event(ResponseEvent::Abort)?;
+        } else {
+            self.send_event(ResponseEvent::End)?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, message: &Bound<'_, PyDict>) -> PyResult<bool> {
+        let py = message.py();
+        if self.answer != Answer::NotStarted {
+            return Err(PyRuntimeError::new_err(
+                "http.response.start sent twice (the answer has started)",
+            ));
+        }
+        let status: u16 = match message.get_item(intern!(py, "status"))? {
+            Some(s) => s.extract()?,
+            None => {
+                return Err(PyValueError::new_err(
+                    "http.response.start without a status",
+                ))
+            }
+        };
+        if !(200..=599).contains(&status) {
+            return Err(PyValueError::new_err(format!(
+                "status {status} is not a final status (200 to 599)"
+            )));
+        }
+        let mut headers = Vec::new();
+        if let Some(list) = message.get_item(intern!(py, "headers"))? {
+            for pair in list.try_iter()? {
+                let (name, value): (Vec<u8>, Vec<u8>) = pair?.extract()?;
+                if name.eq_ignore_ascii_case(b"content-length") {
+                    self.length = self.length.or(parse_length(&value));
+                }
+                // A name that is not UTF-8 is not a token: the protocol drops it.
+                headers.push((String::from_utf8_lossy(&name).into_owned(), value));
+            }
+        }
+        self.status_allows_body = !matches!(status, 204 | 304);
+        self.answer = Answer::Started;
+        self.send_event(ResponseEvent::Start { status, headers })
+    }
+
+    fn body(&mut self, message: &Bound<'_, PyDict>) -> PyResult<bool> {
+        let py = message.py();
+        self.check_started("http.response.body")?;
+        let more = match message.get_item(intern!(py, "more_body"))? {
+            Some(m) => m.is_truthy()?,
+            None => false,
+        };
+        if let Some(body) = message.get_item(intern!(py, "body"))? {
+            let body = body
+                .cast_into::<PyBytes>()
+                .map_err(|_| PyValueError::new_err("http.response.body: body must be bytes"))?;
+            let data = body.as_bytes();
+            if !data.is_empty() {
+                if !self.send_event(ResponseEvent::Body(data.to_vec()))? {
+                    return Ok(false);
+                }
+                self.sent += data.len() as u64;
+            }
+        }
+        if !more {
+            self.end()?;
+        }
+        Ok(true)
+    }
+
+    fn pathsend(&mut self, message: &Bound<'_, PyDict>) -> PyResult<bool> {
+        let py = message.py();
+        self.check_started("http.response.pathsend")?;
+        let path: std::path::PathBuf = match message.get_item(intern!(py, "path"))? {
+            Some(p) => p.extract()?,
+            None => {
+                return Err(PyValueError::new_err(
+                    "http.response.pathsend without a path",
+                ))
+            }
+        };
+        let file = File::open(&path)?;
+        let len = file.metadata()?.len();
+        if !self.send_event(ResponseEvent::File {
+            file,
+            offset: 0,
+            len,
+        })? {
+            return Ok(false);
+        }
+        self.sent += len;
+        self.end()?;
+        Ok(true)
+    }
+
+    fn check_started(&self, what: &str) -> PyResult<()> {
+        match self.answer {
+            Answer::Started => Ok(()),
+            Answer::NotStarted => Err(PyRuntimeError::new_err(format!(
+                "{what} before http.response.start"
+            ))),
+            Answer::Ended => Err(PyRuntimeError::new_err(format!(
+                "{what} after the answer was complete"
+            ))),
+        }
+    }
+
+    /// Abort the answer unless it has ended; `why` is logged (not when the
+    /// client has gone: the failure is most likely its departure).
+    fn abort_with(&mut self, why: &str) {
+        if self.answer == Answer::Ended {
+            return;
+        }
+        self.answer = Answer::Ended;
+        if self.exchange.is_gone() {
+            tracing::debug!(target: "m0serve::asgi", "{}: {why} (the client had gone)", self.what);
+            return;
+        }
+        tracing::error!(target: "m0serve::asgi", "{}: {why}", self.what);
+        let _ = self.exchange.try_send(ResponseEvent::Abort);
+    }
+}
+
+#[pymethods]
+impl Channel {
+    /// The next message for `receive()`, or None when there is none yet.
+    fn try_receive<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let read = if self.body_done {
+            if !self.exchange.watch_gone() {
+                return Ok(None);
+            }
+            None
+        } else {
+            self.exchange.try_read_chunk(BODY_HIGH_WATER).ok()
+        };
+        let message = PyDict::new(py);
+        let (data, complete) = match read {
+            None => {
+                message.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
+                return Ok(Some(message));
+            }
+            Some((BodyRead::Empty, _)) => return Ok(None),
+            Some((BodyRead::Eof, _)) => (PyBytes::new(py, b""), true),
+            Some((BodyRead::Data(data), complete)) => (PyBytes::new(py, &data), complete),
+        };
+        self.body_done = complete;
+        message.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+        message.set_item(intern!(py, "body"), data)?;
+        message.set_item(intern!(py, "more_body"), !complete)?;
+        Ok(Some(message))
+    }
+
+    /// Send one message; False when the answer is full: await a wake and
+    /// send the same message again.
+    fn try_send(&mut self, message: &Bound<'_, PyDict>) -> PyResult<bool> {
+        let py = message.py();
+        let kind = message
+            .get_item(intern!(py, "type"))?
+            .ok_or_else(|| PyValueError::new_err("an ASGI message without a type"))?;
+        let kind = kind.cast_into::<pyo3::types::PyString>()?;
+        match kind.to_str()? {
+            "http.response.start" => self.start(message),
+            "http.response.body" => self.body(message),
+            "http.response.pathsend" => self.pathsend(message),
+            other => Err(PyValueError::new_err(format!(
+                "unexpected ASGI message type {other:?} for an HTTP request"
+            ))),
+        }
+    }
+
+    /// The application raised (`traceback` is its text) or was cancelled.
+    #[pyo3(signature = (why))]
+    fn abort(&mut self, why: &str) {
+        self.abort_with(why.trim_end());
+    }
+
+    /// The application returned: an answer it did not complete is aborted.
+    fn finish(&mut self) {
+        self.abort_with("the ASGI application returned without completing the response");
+    }
+}

@@ -1,0 +1,219 @@
+//! ASGI 3.0 applications (HTTP and lifespan), run on one executor thread.
+//!
+//! Built only with the `python` feature. One Python thread runs an asyncio
+//! loop (uvloop when installed and `--loop auto`); its Python side is
+//! `m0serve/_asgi.py`. Core threads never take the GIL: [`AsgiApp::call`]
+//! queues the request in the executor's [`Inbox`] and signals its wake fd only
+//! when no wake is pending; each exchange gets an app waker that queues the
+//! request's id the same way whenever the core made progress the app was
+//! waiting for (body data, room for the answer, the client's departure). The
+//! loop's reader callback drains both queues: new requests become tasks
+//! ([`channel::Channel`] + [`scope`]), woken ids resolve their futures.
+//!
+//! Lifespan runs on the same loop, before the server accepts and after it has
+//! drained; request tasks still running then are cancelled.
+
+mod channel;
+mod scope;
+mod wake;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
+use crate::cli::{EventLoop, Lifespan};
+use channel::Channel;
+pub use wake::Inbox;
+
+/// How the ASGI layer serves.
+#[derive(Clone, Debug)]
+pub struct AsgiConfig {
+    /// `root_path` in every scope (`--root-path`).
+    pub root_path: String,
+    pub event_loop: EventLoop,
+    pub lifespan: Lifespan,
+}
+
+/// A request waiting for the loop to pick it up.
+struct Pending {
+    request: AppRequest,
+    exchange: Arc<Exchange>,
+    id: u64,
+}
+
+/// What the Python side of the executor sees: the wake fd, the drain, the
+/// lifespan state and the logger.
+#[pyclass(module = "m0serve", name = "AsgiExecutor", frozen)]
+struct Executor {
+    inbox: Arc<Inbox<Pending>>,
+    scope: scope::Constants,
+}
+
+#[pymethods]
+impl Executor {
+    /// The descriptor to watch for reading (`loop.add_reader`).
+    fn fd(&self) -> i32 {
+        self.inbox.fd()
+    }
+
+    /// The lifespan state dict; each request's scope gets a shallow copy.
+    #[getter]
+    fn state(&self, py: Python<'_>) -> Py<PyDict> {
+        self.scope.state.clone_ref(py)
+    }
+
+    /// Take what is queued: `(new channels, woken request ids)`.
+    fn drain<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        self.inbox.begin_drain();
+        let new = PyList::empty(py);
+        while let Some(Pending {
+            request,
+            exchange,
+            id,
+        }) = self.inbox.new.pop()
+        {
+            let what = format!("{} {}", request.head.method, request.head.target);
+            match scope::build(py, &self.scope, &request) {
+                Ok(scope) => {
+                    let is_head = request.head.is_head();
+                    let channel = Channel::new(exchange, id, scope.unbind(), what, is_head);
+                    new.append(Bound::new(py, channel)?)?;
+                }
+                Err(e) => {
+                    tracing::error!(target: "m0serve::asgi", "{what}: building the scope failed: {e}");
+                    let _ = exchange.try_send(ResponseEvent::Abort);
+                }
+            }
+        }
+        let woken = PyList::empty(py);
+        while let Some(id) = self.inbox.woken.pop() {
+            woken.append(id)?;
+        }
+        Ok((new, woken))
+    }
+
+    /// Log `message` at `level` ("error", "warning", "info", "debug").
+    fn log(&self, level: &str, message: &str) {
+        let message = message.trim_end();
+        match level {
+            "error" => tracing::error!(target: "m0serve::asgi", "{message}"),
+            "warning" => tracing::warn!(target: "m0serve::asgi", "{message}"),
+            "info" => tracing::info!(target: "m0serve::asgi", "{message}"),
+            _ => tracing::debug!(target: "m0serve::asgi", "{message}"),
+        }
+    }
+}
+
+/// An ASGI application served by the executor thread.
+pub struct AsgiApp {
+    inbox: Arc<Inbox<Pending>>,
+    executor: Py<Executor>,
+    app: Py<PyAny>,
+    config: AsgiConfig,
+    next_id: AtomicU64,
+    /// Set once the executor stopped: later requests are aborted.
+    stopped: AtomicBool,
+    /// The Python `Runner` (m0serve._asgi), once started.
+    runner: Mutex<Option<Py<PyAny>>>,
+}
+
+impl AsgiApp {
+    /// Wrap the application object (already loaded); nothing runs yet.
+    pub fn new(py: Python<'_>, app: Py<PyAny>, config: AsgiConfig) -> PyResult<Arc<AsgiApp>> {
+        let inbox = Arc::new(Inbox::new()?);
+        let executor = Py::new(
+            py,
+            Executor {
+                inbox: Arc::clone(&inbox),
+                scope: scope::Constants::new(py, &config.root_path)?,
+            },
+        )?;
+        Ok(Arc::new(AsgiApp {
+            inbox,
+            executor,
+            app,
+            config,
+            next_id: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            runner: Mutex::new(None),
+        }))
+    }
+
+    /// Start the executor thread and run lifespan startup. `Err` carries the
+    /// one-line reason the server must not start (the executor is stopped).
+    /// Returns the name of the event loop in use.
+    pub fn start(&self, py: Python<'_>) -> Result<String, String> {
+        let runner = py
+            .import("m0serve._asgi")
+            .and_then(|m| {
+                m.getattr("Runner")?.call1((
+                    self.app.clone_ref(py),
+                    self.executor.clone_ref(py),
+                    self.config.event_loop.name(),
+                    self.config.lifespan.name(),
+                ))
+            })
+            .map_err(|e| format!("starting the ASGI executor: {e}"))?;
+        *self.runner.lock().unwrap_or_else(PoisonError::into_inner) = Some(runner.clone().unbind());
+        let failed: Option<String> = runner
+            .call_method0("start")
+            .and_then(|r| r.extract())
+            .map_err(|e| format!("starting the ASGI executor: {e}"))?;
+        if let Some(message) = failed {
+            self.stop(py, Duration::from_secs(5));
+            return Err(message);
+        }
+        runner
+            .getattr("loop_name")
+            .and_then(|n| n.extract())
+            .map_err(|e| e.to_string())
+    }
+
+    /// After the server has drained: cancel the request tasks still running,
+    /// run lifespan shutdown (bounded by `timeout`), stop the loop and join
+    /// its thread. Later requests are aborted.
+    pub fn stop(&self, py: Python<'_>, timeout: Duration) {
+        self.stopped.store(true, Ordering::SeqCst);
+        let runner = self
+            .runner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(runner) = runner {
+            if let Err(e) = runner.call_method1(py, "stop", (timeout.as_secs_f64(),)) {
+                tracing::error!(target: "m0serve::asgi", "stopping the ASGI executor: {e}");
+            }
+        }
+        // Requests queued after the loop stopped will never be served.
+        while let Some(pending) = self.inbox.new.pop() {
+            let _ = pending.exchange.try_send(ResponseEvent::Abort);
+        }
+    }
+}
+
+impl App for AsgiApp {
+    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
+        if self.stopped.load(Ordering::Relaxed) {
+            tracing::warn!(target: "m0serve::asgi", "request after the executor stopped");
+            let _ = exchange.try_send(ResponseEvent::Abort);
+            return Ok(());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let inbox = Arc::clone(&self.inbox);
+        exchange.set_app_waker(Arc::new(move || inbox.wake(id)));
+        self.inbox.push(Pending {
+            request,
+            exchange,
+            id,
+        });
+        Ok(())
+    }
+
+    fn inline(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,144 @@
+"""Raw ASGI callables for the executor tests: the scope, body streaming,
+flow control, disconnects, lifespan, and each way an app can fail."""
+
+import asyncio
+import hashlib
+import json
+import os
+from urllib.parse import parse_qsl
+
+# What the slow-client and disconnect routes saw (read back through /seen).
+SEEN = {"sent": 0, "done": False, "disconnected": False}
+
+
+async def _json(send, obj, status=200):
+    body = json.dumps(obj).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+def _query(scope):
+    return dict(parse_qsl(scope["query_string"].decode()))
+
+
+async def _lifespan(scope, receive, send):
+    log = os.environ.get("LIFESPAN_LOG")
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            scope["state"]["token"] = "from-lifespan"
+            if log:
+                with open(log, "a") as f:
+                    f.write("startup\n")
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            if log:
+                with open(log, "a") as f:
+                    f.write("shutdown\n")
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        return await _lifespan(scope, receive, send)
+    path = scope["path"]
+    if path.startswith("/scope"):
+        log = os.environ.get("LIFESPAN_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.write("request\n")
+        await _json(send, {
+            "type": scope["type"],
+            "asgi": scope["asgi"],
+            "http_version": scope["http_version"],
+            "method": scope["method"],
+            "scheme": scope["scheme"],
+            "path": scope["path"],
+            "raw_path": scope["raw_path"].decode("latin-1"),
+            "query_string": scope["query_string"].decode("latin-1"),
+            "root_path": scope["root_path"],
+            "headers": [[n.decode("latin-1"), v.decode("latin-1")] for n, v in scope["headers"]],
+            "client": list(scope["client"]) if scope["client"] else None,
+            "server": list(scope["server"]),
+            "state": dict(scope.get("state", {})),
+            "bytes_types": [type(scope["raw_path"]).__name__, type(scope["query_string"]).__name__],
+        })
+    elif path == "/echo":
+        digest, size, messages, last = hashlib.sha256(), 0, 0, None
+        while True:
+            message = await receive()
+            assert message["type"] == "http.request", message
+            messages += 1
+            digest.update(message["body"])
+            size += len(message["body"])
+            if not message.get("more_body", False):
+                break
+        await _json(send, {"size": size, "sha256": digest.hexdigest(), "messages": messages})
+    elif path == "/stream":
+        gate = _query(scope)["gate"]
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"first\n", "more_body": True})
+        for _ in range(1000):
+            if os.path.exists(gate):
+                break
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.body", "body": b"second\n", "more_body": True})
+        await send({"type": "http.response.body", "body": b"third\n"})
+    elif path == "/big":
+        total = int(_query(scope)["mib"]) << 20
+        SEEN["sent"], SEEN["done"] = 0, False
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(total).encode())]})
+        chunk = b"x" * (64 << 10)
+        while SEEN["sent"] < total:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            SEEN["sent"] += len(chunk)
+        await send({"type": "http.response.body", "body": b""})
+        SEEN["done"] = True
+    elif path == "/wait-disconnect":
+        SEEN["disconnected"] = False
+        message = await receive()
+        assert message["type"] == "http.request" and not message.get("more_body")
+        message = await receive()  # blocks until the client goes
+        SEEN["disconnected"] = message["type"] == "http.disconnect"
+    elif path == "/seen":
+        await _json(send, SEEN)
+    elif path == "/pathsend":
+        file = _query(scope)["file"]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(os.path.getsize(file)).encode())]})
+        await send({"type": "http.response.pathsend", "path": file})
+    elif path == "/raise-before":
+        raise RuntimeError("failed before the response start")
+    elif path == "/raise-after":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"partial", "more_body": True})
+        raise RuntimeError("failed mid-answer")
+    elif path == "/incomplete":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+    elif path == "/hang":
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            with open(_query(scope)["mark"], "w") as f:
+                f.write("cancelled")
+            raise
+    else:
+        await _json(send, {"error": "not found"}, status=404)
+
+
+async def failing_startup(scope, receive, send):
+    assert scope["type"] == "lifespan"
+    await receive()
+    await send({"type": "lifespan.startup.failed", "message": "database unreachable"})
+
+
+async def http_only(scope, receive, send):
+    """Raises on the lifespan scope: --lifespan auto serves it, on refuses it."""
+    assert scope["type"] == "http", "only HTTP here"
+    await _json(send, {"ok": True})
