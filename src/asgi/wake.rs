@@ -67,10 +67,13 @@ impl<T> Inbox<T> {
         }
     }
 
-    /// The loop is about to drain: clear the flag first (a push after this
-    /// writes again), then consume the pending wake bytes.
+    /// The loop is about to drain: consume the pending wake bytes, THEN clear
+    /// the flag (a push after the clear writes again). In the other order a
+    /// producer could set the flag and write between the clear and the read:
+    /// the read would eat its byte and leave the flag set with no byte
+    /// pending, and every later push would skip its write - the loop asleep
+    /// with work queued (seen under wrk as a server that stopped answering).
     pub fn begin_drain(&self) {
-        self.signalled.swap(false, Ordering::AcqRel);
         let mut buf = [0u8; 64];
         loop {
             match (&self.reader).read(&mut buf) {
@@ -80,6 +83,7 @@ impl<T> Inbox<T> {
                 Err(_) => break, // WouldBlock: nothing pending
             }
         }
+        self.signalled.swap(false, Ordering::AcqRel);
     }
 }
 
@@ -134,24 +138,34 @@ mod tests {
             .map(|t| {
                 let inbox = inbox.clone();
                 std::thread::spawn(move || {
-                    for i in 0..2000 {
-                        inbox.push(t * 10_000 + i);
+                    for i in 0..20_000 {
+                        inbox.push(t * 100_000 + i);
+                        // Spread the pushes out so that they interleave with
+                        // the drains rather than finish before the first.
+                        std::thread::yield_now();
                     }
                 })
             })
             .collect();
         let mut got = 0;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while got < 8000 {
+        while got < 80_000 {
             assert!(std::time::Instant::now() < deadline, "stranded: got {got}");
-            // Like the loop: sleep until readable, then drain.
+            // Like the loop: drain only when the wake fd says so. A second
+            // with nothing readable while items are missing is a stranded wake
+            // (a drain that cleared the flag before reading the wake bytes
+            // fails here).
             let mut fds = libc::pollfd {
                 fd: inbox.fd(),
                 events: libc::POLLIN,
                 revents: 0,
             };
             // SAFETY: one valid pollfd, bounded timeout.
-            unsafe { libc::poll(&mut fds, 1, 1000) };
+            let ready = unsafe { libc::poll(&mut fds, 1, 1000) } == 1;
+            assert!(
+                ready,
+                "stranded: {got} of 80000 delivered and no wake pending"
+            );
             inbox.begin_drain();
             while inbox.new.pop().is_some() {
                 got += 1;
@@ -160,6 +174,6 @@ mod tests {
         for p in producers {
             p.join().unwrap();
         }
-        assert_eq!(got, 8000);
+        assert_eq!(got, 80_000);
     }
 }

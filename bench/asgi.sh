@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ASGI hello-world, side by side: GET / of shared/probe_app.py:asgi at 64
+# keep-alive connections, one process each: m0serve --interface asgi --cores 1
+# (uvloop), Granian (--interface asgi, one worker) and uvicorn (--loop uvloop
+# --http httptools), in the bench's own virtualenv (bench/venv.sh).
+#
+#   bash bench/asgi.sh        # ROUNDS (3), DURATION (5s), CONNECTIONS (64)
+#
+# Targets (issue 5): m0serve >= 1.3x Granian's requests per second and >= 2x
+# uvicorn's, p99 no worse.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/venv.sh
+shared=$(shared_dir)
+cat >"$work/spec.json" <<JSON
+{
+  "name": "asgi-hello", "title": "ASGI: GET / of probe_app:asgi, 64 keep-alive connections",
+  "path": "/", "connections": ${CONNECTIONS:-64}, "threads": 1,
+  "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-3}, "baseline": "granian",
+  "targets": {"m0serve": 1.3},
+  "arms": [
+    {"name": "m0serve", "label": "m0serve --interface asgi --cores 1",
+     "cmd": ["$venv/bin/m0serve", "--interface", "asgi", "--cores", "1", "--port", "{port}",
+             "--log-level", "warn", "--app-dir", "$shared", "probe_app:asgi"]},
+    {"name": "granian", "label": "granian --interface asgi",
+     "cmd": ["$venv/bin/granian", "--interface", "asgi", "--workers", "1",
+             "--host", "127.0.0.1", "--port", "{port}", "--working-dir", "$shared", "probe_app:asgi"]},
+    {"name": "uvicorn", "label": "uvicorn --loop uvloop --http httptools",
+     "cmd": ["$venv/bin/uvicorn", "--loop", "uvloop", "--http", "httptools", "--workers", "1",
+             "--no-access-log", "--host", "127.0.0.1", "--port", "{port}", "--app-dir", "$shared", "probe_app:asgi"]}
+  ]
+}
+JSON
+"$venv/bin/python" bench/compare.py "$work/spec.json"
