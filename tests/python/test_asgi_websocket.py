@@ -161,3 +161,14 @@ def test_a_slow_client_makes_send_wait(raw_server, tmp_path):
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=10)
     assert recorded(record) == mib
+
+
+def test_no_ws_hands_the_upgrade_over_as_http(backend):
+    server = start_server(backend, "asgi_ws_raw:app", "--interface=asgi", "--no-ws")
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            connect(ws_url(server, "/ws/echo"), open_timeout=10)
+        assert refused.value.response.status_code == 426
+        assert refused.value.response.body == b"http scope"
+    finally:
+        stop_cleanly(server)

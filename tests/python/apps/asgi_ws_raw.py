@@ -9,6 +9,7 @@
   ``websocket.http.response`` extension.
 - ``/ws/flood?mib=N&record=PATH``: sends N binary messages of 1 MiB, writing
   how many ``send()`` took so far to PATH after each (flow control).
+- a plain HTTP request (an upgrade under ``--no-ws``): 426 ``http scope``.
 - anything else: the scope, as JSON text, then closes.
 """
 
@@ -64,6 +65,11 @@ async def echo(scope, receive, send):
 
 
 async def app(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 426,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"10")]})
+        await send({"type": "http.response.body", "body": b"http scope"})
+        return
     if scope["type"] != "websocket":
         return
     assert (await receive())["type"] == "websocket.connect"
