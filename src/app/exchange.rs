@@ -77,8 +77,10 @@ pub enum WsMessage {
     /// The connection ended: `code` from the client's Close (1005 for one
     /// without a code), 1006 when it ended without a Close, or the code the
     /// server closed with for a protocol error. Always the last message.
+    /// `reason`: the client's Close reason (empty when it gave none).
     Disconnect {
         code: u16,
+        reason: String,
     },
 }
 
@@ -91,7 +93,7 @@ impl WsMessage {
             + match self {
                 WsMessage::Text(t) => t.len(),
                 WsMessage::Binary(b) => b.len(),
-                WsMessage::Disconnect { .. } => 0,
+                WsMessage::Disconnect { reason, .. } => reason.len(),
             }
     }
 }
@@ -352,11 +354,15 @@ impl Exchange {
     /// The next WebSocket message, without blocking (`None`: wait with
     /// [`Exchange::wait_ws`]). Messages queued before the connection ended
     /// are still delivered, the final [`WsMessage::Disconnect`] included;
-    /// `Gone` comes after them.
+    /// `Gone` comes after them. `None` arms the app waker.
     pub fn try_receive_ws(&self) -> Result<Option<WsMessage>, Gone> {
         let mut s = self.lock();
         let Some(message) = s.ws_in.pop_front() else {
-            return if s.gone { Err(Gone) } else { Ok(None) };
+            if s.gone {
+                return Err(Gone);
+            }
+            s.armed = true;
+            return Ok(None);
         };
         let notify = !s.gone && Self::taken(&mut s, message.weight());
         drop(s);
@@ -752,6 +758,24 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_websocket_receive_arms_the_app_waker() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (ex, _board) = exchange(false, false);
+        let wakes = counted(&ex);
+        assert!(ex.push_ws(WsMessage::Text("a".into())));
+        assert_eq!(wakes.load(SeqCst), 0, "nobody waited: no wake");
+        assert_eq!(ex.try_receive_ws(), Ok(Some(WsMessage::Text("a".into()))));
+        assert_eq!(ex.try_receive_ws(), Ok(None));
+        assert!(ex.push_ws(WsMessage::Binary(b"b".to_vec())));
+        assert!(ex.push_ws(WsMessage::Binary(b"c".to_vec())));
+        assert_eq!(
+            wakes.load(SeqCst),
+            1,
+            "armed by the empty receive, fired once"
+        );
+    }
+
+    #[test]
     fn websocket_messages_arrive_in_order_under_the_high_water() {
         let (ex, board) = exchange(false, false);
         assert_eq!(ex.try_receive_ws(), Ok(None));
@@ -800,14 +824,20 @@ mod tests {
         ex.push_ws(WsMessage::Text("queued".into()));
         ex.close();
         assert!(ex.push_ws(WsMessage::Text("after".into())), "dropped");
-        ex.push_ws(WsMessage::Disconnect { code: 1006 });
+        ex.push_ws(WsMessage::Disconnect {
+            code: 1006,
+            reason: String::new(),
+        });
         assert_eq!(
             ex.try_receive_ws(),
             Ok(Some(WsMessage::Text("queued".into())))
         );
         assert_eq!(
             ex.try_receive_ws(),
-            Ok(Some(WsMessage::Disconnect { code: 1006 }))
+            Ok(Some(WsMessage::Disconnect {
+                code: 1006,
+                reason: String::new()
+            }))
         );
         assert_eq!(ex.try_receive_ws(), Err(Gone));
     }

@@ -185,7 +185,7 @@ pub fn echo_messages(ex: &Exchange) -> Option<u16> {
         let echo = match receive_ws(ex).ok()? {
             WsMessage::Text(text) => ResponseEvent::WsText(text),
             WsMessage::Binary(data) => ResponseEvent::WsBinary(data),
-            WsMessage::Disconnect { code } => return Some(code),
+            WsMessage::Disconnect { code, .. } => return Some(code),
         };
         // A failed send: the Disconnect is still to be received.
         let _ = send(ex, echo);

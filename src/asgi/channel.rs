@@ -14,10 +14,14 @@
 //!   (sent from the file by the core). A send after the client left raises
 //!   `OSError` (spec 2.4); a message out of order raises `RuntimeError`.
 //!
+//! A WebSocket request speaks the WebSocket messages instead ([`websocket`]).
+//!
 //! The app failing ([`Channel::abort`]) or returning without completing its
 //! answer ([`Channel::finish`]) aborts it: a 500 before the head, else the
 //! connection closes. An answer that ends short of its Content-Length is aborted
 //! too, so the client sees the close rather than a truncated body.
+
+mod websocket;
 
 use std::fs::File;
 use std::sync::Arc;
@@ -28,7 +32,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::app::exchange::BODY_HIGH_WATER;
-use crate::app::{BodyRead, Exchange, ResponseEvent, Sent};
+use crate::app::{BodyRead, Exchange, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 
 /// Where the answer stands.
@@ -58,6 +62,8 @@ pub(super) struct Channel {
     length: Option<u64>,
     sent: u64,
     status_allows_body: bool,
+    /// A WebSocket request's state (None: HTTP).
+    ws: Option<websocket::WsState>,
 }
 
 impl Channel {
@@ -67,7 +73,12 @@ impl Channel {
         scope: Py<PyDict>,
         what: String,
         is_head: bool,
+        kind: RequestKind,
     ) -> Channel {
+        let ws = match kind {
+            RequestKind::Http => None,
+            RequestKind::WebSocket { subprotocols } => Some(websocket::WsState::new(subprotocols)),
+        };
         Channel {
             exchange,
             id,
@@ -79,6 +90,7 @@ impl Channel {
             length: None,
             sent: 0,
             status_allows_body: true,
+            ws,
         }
     }
 
@@ -227,6 +239,9 @@ impl Channel {
 impl Channel {
     /// The next message for `receive()`, or None when there is none yet.
     fn try_receive<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        if self.ws.is_some() {
+            return self.ws_receive(py);
+        }
         let read = if self.body_done {
             if !self.exchange.watch_gone() {
                 return Ok(None);
@@ -260,6 +275,9 @@ impl Channel {
             .get_item(intern!(py, "type"))?
             .ok_or_else(|| PyValueError::new_err("an ASGI message without a type"))?;
         let kind = kind.cast_into::<pyo3::types::PyString>()?;
+        if self.ws.is_some() {
+            return self.ws_send(kind.to_str()?, message);
+        }
         match kind.to_str()? {
             "http.response.start" => self.start(message),
             "http.response.body" => self.body(message),
@@ -278,6 +296,9 @@ impl Channel {
 
     /// The application returned: an answer it did not complete is aborted.
     fn finish(&mut self) {
+        if self.ws.is_some() {
+            return self.ws_finish();
+        }
         self.abort_with("the ASGI application returned without completing the response");
     }
 }

@@ -1,4 +1,4 @@
-//! ASGI 3.0 applications (HTTP and lifespan), run on one executor thread.
+//! ASGI 3.0 applications (HTTP, WebSocket and lifespan), run on one executor thread.
 //!
 //! Built only with the `python` feature. One Python thread runs an asyncio
 //! loop (uvloop when installed and `--loop auto`); its Python side is
@@ -6,7 +6,8 @@
 //! queues the request in the executor's [`Inbox`] and signals its wake fd only
 //! when no wake is pending; each exchange gets an app waker that queues the
 //! request's id the same way whenever the core made progress the app was
-//! waiting for (body data, room for the answer, the client's departure). The
+//! waiting for (body data or a WebSocket message, room for the answer, the
+//! client's departure). The
 //! loop's reader callback drains both queues: new requests become tasks
 //! ([`channel::Channel`] + [`scope`]), woken ids resolve their futures.
 //!
@@ -80,7 +81,8 @@ impl Executor {
             match scope::build(py, &self.scope, &request) {
                 Ok(scope) => {
                     let is_head = request.head.is_head();
-                    let channel = Channel::new(exchange, id, scope.unbind(), what, is_head);
+                    let kind = request.kind;
+                    let channel = Channel::new(exchange, id, scope.unbind(), what, is_head, kind);
                     new.append(Bound::new(py, channel)?)?;
                 }
                 Err(e) => {
@@ -215,5 +217,11 @@ impl App for AsgiApp {
 
     fn inline(&self) -> bool {
         false
+    }
+
+    /// WebSocket requests get the `websocket` scope (`--no-ws` keeps the
+    /// server from handing any over: the upgrade is then a plain `http` one).
+    fn websocket(&self) -> bool {
+        true
     }
 }

@@ -1,8 +1,8 @@
-//! The HTTP connection scope (ASGI 3.0, HTTP spec 2.4).
+//! The connection scopes (ASGI 3.0): HTTP and WebSocket, spec 2.4.
 //!
 //! Speed, as for the WSGI environ: the constant entries (type, asgi, scheme,
 //! root_path, server, extensions) live in a template dict per listening
-//! address; a request's scope is one `dict.copy()` of it plus the
+//! address and scope type; a request's scope is one `dict.copy()` of it plus the
 //! per-request entries under interned keys. Common header names are cached
 //! as `bytes` objects (immutable, so shared by every request).
 //!
@@ -12,6 +12,8 @@
 //!   as UTF-8 with invalid sequences replaced; `raw_path` is the path as sent.
 //! - `state` is a shallow copy of the lifespan state, per request.
 //! - `http.response.pathsend` is offered: the core sends such files zero-copy.
+//! - A WebSocket scope has no `method`, `scheme` "ws", the client's offered
+//!   `subprotocols`, and offers `websocket.http.response` (denial responses).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -19,7 +21,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::app::{decoded_path, origin_path, AppRequest, ServerAddr};
+use crate::app::{decoded_path, origin_path, AppRequest, RequestKind, ServerAddr};
 use crate::backend::Peer;
 use crate::http::Version;
 use crate::wsgi::environ::method;
@@ -50,12 +52,18 @@ const COMMON_HEADERS: &[&str] = &[
     "x-requested-with",
 ];
 
-/// What every scope of one application shares.
-pub(super) struct Constants {
+/// The constant part of one scope type, per listening address.
+struct Templates {
     /// type, asgi, scheme, root_path, extensions.
     base: Py<PyDict>,
     /// `base` plus `server`, per listening address.
-    templates: Mutex<Vec<(Arc<ServerAddr>, Py<PyDict>)>>,
+    by_server: Vec<(Arc<ServerAddr>, Py<PyDict>)>,
+}
+
+/// What every scope of one application shares.
+pub(super) struct Constants {
+    /// The HTTP scopes' and the WebSocket scopes'.
+    templates: Mutex<[Templates; 2]>,
     /// The lifespan state, copied into each request's scope.
     pub(super) state: Py<PyDict>,
     common: Vec<(&'static str, Py<PyBytes>)>,
@@ -63,44 +71,60 @@ pub(super) struct Constants {
 
 impl Constants {
     pub(super) fn new(py: Python<'_>, root_path: &str) -> PyResult<Constants> {
-        let base = PyDict::new(py);
-        base.set_item("type", "http")?;
-        let asgi = PyDict::new(py);
-        asgi.set_item("version", "3.0")?;
-        asgi.set_item("spec_version", "2.4")?;
-        base.set_item("asgi", asgi)?;
-        base.set_item("scheme", "http")?;
-        base.set_item("root_path", root_path.trim_end_matches('/'))?;
-        let extensions = PyDict::new(py);
-        extensions.set_item("http.response.pathsend", PyDict::new(py))?;
-        base.set_item("extensions", extensions)?;
+        let base = |kind: &str, scheme: &str, extension: &str| -> PyResult<Templates> {
+            let base = PyDict::new(py);
+            base.set_item("type", kind)?;
+            let asgi = PyDict::new(py);
+            asgi.set_item("version", "3.0")?;
+            asgi.set_item("spec_version", "2.4")?;
+            base.set_item("asgi", asgi)?;
+            base.set_item("scheme", scheme)?;
+            base.set_item("root_path", root_path.trim_end_matches('/'))?;
+            let extensions = PyDict::new(py);
+            extensions.set_item(extension, PyDict::new(py))?;
+            base.set_item("extensions", extensions)?;
+            Ok(Templates {
+                base: base.unbind(),
+                by_server: Vec::new(),
+            })
+        };
+        let templates = [
+            base("http", "http", "http.response.pathsend")?,
+            base("websocket", "ws", "websocket.http.response")?,
+        ];
         let common = COMMON_HEADERS
             .iter()
             .map(|&name| (name, PyBytes::new(py, name.as_bytes()).unbind()))
             .collect();
         Ok(Constants {
-            base: base.unbind(),
-            templates: Mutex::new(Vec::new()),
+            templates: Mutex::new(templates),
             state: PyDict::new(py).unbind(),
             common,
         })
     }
 
-    /// The template for requests that came to `server`, made on first use
-    /// (only the loop thread builds scopes: the lock is never contended).
+    /// The template for requests (WebSocket ones if `websocket`) that came
+    /// to `server`, made on first use (only the loop thread builds scopes:
+    /// the lock is never contended).
     fn template<'py>(
         &self,
         py: Python<'py>,
         server: &Arc<ServerAddr>,
+        websocket: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mut templates = self
+        let mut all = self
             .templates
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, t)) = templates.iter().find(|(s, _)| Arc::ptr_eq(s, server)) {
+        let templates = &mut all[usize::from(websocket)];
+        if let Some((_, t)) = templates
+            .by_server
+            .iter()
+            .find(|(s, _)| Arc::ptr_eq(s, server))
+        {
             return Ok(t.bind(py).clone());
         }
-        let t = self.base.bind(py).copy()?;
+        let t = templates.base.bind(py).copy()?;
         let address = match &**server {
             ServerAddr::Tcp { host, port } => PyTuple::new(
                 py,
@@ -119,7 +143,9 @@ impl Constants {
         };
         t.set_item("server", address)?;
         // The Arc is kept, so its address cannot be reused by another server.
-        templates.push((Arc::clone(server), t.clone().unbind()));
+        templates
+            .by_server
+            .push((Arc::clone(server), t.clone().unbind()));
         Ok(t)
     }
 
@@ -136,20 +162,27 @@ impl Constants {
     }
 }
 
-/// The scope for `request`.
+/// The scope for `request` (an HTTP or a WebSocket one, by its kind).
 pub(super) fn build<'py>(
     py: Python<'py>,
     constants: &Constants,
     request: &AppRequest,
 ) -> PyResult<Bound<'py, PyDict>> {
     let head = &request.head;
-    let scope = constants.template(py, &request.server)?.copy()?;
+    let websocket = matches!(request.kind, RequestKind::WebSocket { .. });
+    let scope = constants.template(py, &request.server, websocket)?.copy()?;
     let version = match head.version {
         Version::Http10 => intern!(py, "1.0"),
         Version::Http11 => intern!(py, "1.1"),
     };
     scope.set_item(intern!(py, "http_version"), version)?;
-    scope.set_item(intern!(py, "method"), method(py, &head.method))?;
+    match &request.kind {
+        RequestKind::Http => scope.set_item(intern!(py, "method"), method(py, &head.method))?,
+        RequestKind::WebSocket { subprotocols } => {
+            let offered = PyList::new(py, subprotocols)?;
+            scope.set_item(intern!(py, "subprotocols"), offered)?;
+        }
+    }
     let path = decoded_path(head.path());
     scope.set_item(
         intern!(py, "path"),

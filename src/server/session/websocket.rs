@@ -61,18 +61,19 @@ impl WsSession {
         self.exchange.written(n);
     }
 
-    /// Tell the app the connection ended with `code` (once).
-    fn disconnect(&mut self, code: u16) {
+    /// Tell the app the connection ended with `code` and `reason` (once).
+    fn disconnect(&mut self, code: u16, reason: String) {
         if !self.disconnected {
             self.disconnected = true;
-            self.exchange.push_ws(WsMessage::Disconnect { code });
+            self.exchange
+                .push_ws(WsMessage::Disconnect { code, reason });
         }
     }
 
     /// The connection is gone: the app gets its Disconnect (1006 unless it
     /// had one), then its sends fail.
     pub(super) fn end(mut self) {
-        self.disconnect(ABNORMAL);
+        self.disconnect(ABNORMAL, String::new());
         self.exchange.close();
     }
 }
@@ -129,7 +130,7 @@ impl HttpSession {
     /// and the connection ends.
     pub(super) fn ws_eof(&mut self) {
         if let Some(ws) = &mut self.ws {
-            ws.disconnect(ABNORMAL);
+            ws.disconnect(ABNORMAL, String::new());
         }
         self.closed = true;
         self.deadline = None;
@@ -169,14 +170,14 @@ impl HttpSession {
                 // Answered here: the app never sees pings or pongs.
                 WsEvent::Ping(payload) => ws.conn.write_pong(&payload, &mut out),
                 WsEvent::Pong => {}
-                WsEvent::Close { code, .. } => {
+                WsEvent::Close { code, reason } => {
                     ws.conn.write_close_reply(&mut out);
-                    ws.disconnect(code);
+                    ws.disconnect(code, reason);
                 }
                 WsEvent::Error(err) => {
                     tracing::debug!(reason = err.reason, "WebSocket protocol error");
                     ws.conn.write_close(err.close_code, err.reason, &mut out);
-                    ws.disconnect(err.close_code);
+                    ws.disconnect(err.close_code, err.reason.to_string());
                 }
             }
         }

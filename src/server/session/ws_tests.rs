@@ -267,7 +267,10 @@ fn a_close_from_the_client_is_answered_and_reported_to_the_app() {
     eventually("the app told", || seen.lock().unwrap().len() == 1);
     assert_eq!(
         *seen.lock().unwrap(),
-        [WsMessage::Disconnect { code: 4001 }]
+        [WsMessage::Disconnect {
+            code: 4001,
+            reason: "bye".into()
+        }]
     );
 }
 
@@ -305,7 +308,10 @@ fn a_close_from_the_app_carries_its_code_and_reason_and_waits_for_the_clients() 
     eventually("the app told", || code.lock().unwrap().is_some());
     assert_eq!(
         *code.lock().unwrap(),
-        Some(WsMessage::Disconnect { code: 4002 })
+        Some(WsMessage::Disconnect {
+            code: 4002,
+            reason: String::new()
+        })
     );
 }
 
@@ -395,7 +401,10 @@ fn an_invalid_frame_closes_with_1002_and_the_app_is_told() {
     eventually("the app told", || !seen.lock().unwrap().is_empty());
     assert_eq!(
         *seen.lock().unwrap(),
-        [WsMessage::Disconnect { code: 1002 }]
+        [WsMessage::Disconnect {
+            code: 1002,
+            reason: "reserved bits set".into()
+        }]
     );
 }
 
@@ -408,7 +417,10 @@ fn the_client_leaving_without_a_close_is_1006_to_the_app() {
     eventually("the app told", || !seen.lock().unwrap().is_empty());
     assert_eq!(
         *seen.lock().unwrap(),
-        [WsMessage::Disconnect { code: 1006 }]
+        [WsMessage::Disconnect {
+            code: 1006,
+            reason: String::new()
+        }]
     );
 }
 

@@ -1,4 +1,5 @@
-"""A Starlette app: JSON, a gated stream, a streamed upload, a file, lifespan state."""
+"""A Starlette app: JSON, a gated stream, a streamed upload, a file, lifespan state,
+WebSocket routes (ws_routes.py)."""
 
 import asyncio
 import contextlib
@@ -7,7 +8,9 @@ import os
 
 from starlette.applications import Starlette
 from starlette.responses import FileResponse, JSONResponse, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+
+import ws_routes
 
 
 @contextlib.asynccontextmanager
@@ -55,6 +58,9 @@ app = Starlette(
         Route("/stream", stream),
         Route("/upload", upload, methods=["POST"]),
         Route("/file", file),
+        WebSocketRoute("/ws/echo", ws_routes.echo),
+        WebSocketRoute("/ws/reject", ws_routes.reject),
+        WebSocketRoute("/ws/deny", ws_routes.deny),
     ],
     lifespan=lifespan,
 )
