@@ -93,12 +93,7 @@ def test_a_slow_client_makes_send_wait(raw):
         assert time.monotonic() < deadline
 
 
-def test_receive_answers_http_disconnect_once_the_client_leaves(raw, backend, request):
-    if backend == "uring":
-        request.applymarker(pytest.mark.xfail(
-            strict=True,
-            reason="the io_uring backend arms no read while the app holds a request whose body is "
-            "complete, so it sees no FIN or RST until it writes (the portable backend does)"))
+def test_receive_answers_http_disconnect_once_the_client_leaves(raw):
     sock = raw.connect()
     sock.sendall(b"GET /wait-disconnect HTTP/1.1\r\nHost: t\r\n\r\n")
     time.sleep(0.3)
