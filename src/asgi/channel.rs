@@ -31,6 +31,8 @@ use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::{BodyRead, Exchange, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 
+use super::gate::Permit;
+
 /// Where the answer stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Answer {
@@ -58,6 +60,8 @@ pub(super) struct Channel {
     length: Option<u64>,
     sent: u64,
     status_allows_body: bool,
+    /// The request's place on the loop: returned when its task ends.
+    permit: Option<Permit>,
 }
 
 impl Channel {
@@ -67,6 +71,7 @@ impl Channel {
         scope: Py<PyDict>,
         what: String,
         is_head: bool,
+        permit: Permit,
     ) -> Channel {
         Channel {
             exchange,
@@ -78,6 +83,7 @@ impl Channel {
             answer: Answer::NotStarted,
             length: None,
             sent: 0,
+            permit: Some(permit),
             status_allows_body: true,
         }
     }
@@ -274,10 +280,12 @@ impl Channel {
     #[pyo3(signature = (why))]
     fn abort(&mut self, why: &str) {
         self.abort_with(why.trim_end());
+        self.permit = None; // the task ends
     }
 
     /// The application returned: an answer it did not complete is aborted.
     fn finish(&mut self) {
         self.abort_with("the ASGI application returned without completing the response");
+        self.permit = None; // the task ends
     }
 }

@@ -10,10 +10,15 @@
 //! loop's reader callback drains both queues: new requests become tasks
 //! ([`channel::Channel`] + [`scope`]), woken ids resolve their futures.
 //!
+//! At most `--backpressure` requests are in flight on the loop ([`gate`]):
+//! past that the call is refused and the core stops reading the connection
+//! until a request ends.
+//!
 //! Lifespan runs on the same loop, before the server accepts and after it has
 //! drained; request tasks still running then are cancelled.
 
 mod channel;
+mod gate;
 mod scope;
 mod wake;
 
@@ -27,6 +32,7 @@ use pyo3::types::{PyDict, PyList};
 use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
 use crate::cli::{EventLoop, Lifespan};
 use channel::Channel;
+use gate::{Gate, Permit};
 pub use wake::Inbox;
 
 /// How the ASGI layer serves.
@@ -36,6 +42,8 @@ pub struct AsgiConfig {
     pub root_path: String,
     pub event_loop: EventLoop,
     pub lifespan: Lifespan,
+    /// Requests in flight on the loop before calls are refused (`--backpressure`).
+    pub backpressure: usize,
 }
 
 /// A request waiting for the loop to pick it up.
@@ -43,6 +51,8 @@ struct Pending {
     request: AppRequest,
     exchange: Arc<Exchange>,
     id: u64,
+    /// Its place on the loop, until its task ends.
+    permit: Permit,
 }
 
 /// What the Python side of the executor sees: the wake fd, the drain, the
@@ -74,13 +84,14 @@ impl Executor {
             request,
             exchange,
             id,
+            permit,
         }) = self.inbox.new.pop()
         {
             let what = format!("{} {}", request.head.method, request.head.target);
             match scope::build(py, &self.scope, &request) {
                 Ok(scope) => {
                     let is_head = request.head.is_head();
-                    let channel = Channel::new(exchange, id, scope.unbind(), what, is_head);
+                    let channel = Channel::new(exchange, id, scope.unbind(), what, is_head, permit);
                     new.append(Bound::new(py, channel)?)?;
                 }
                 Err(e) => {
@@ -115,6 +126,7 @@ pub struct AsgiApp {
     app: Py<PyAny>,
     config: AsgiConfig,
     next_id: AtomicU64,
+    gate: Arc<Gate>,
     /// Set once the executor stopped: later requests are aborted.
     stopped: AtomicBool,
     /// The Python `Runner` (m0serve._asgi), once started.
@@ -136,6 +148,7 @@ impl AsgiApp {
             inbox,
             executor,
             app,
+            gate: Gate::new(config.backpressure),
             config,
             next_id: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
@@ -202,6 +215,9 @@ impl App for AsgiApp {
             let _ = exchange.try_send(ResponseEvent::Abort);
             return Ok(());
         }
+        let Some(permit) = self.gate.enter(&exchange) else {
+            return Err(Box::new(Refused { request, exchange }));
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let inbox = Arc::clone(&self.inbox);
         exchange.set_app_waker(Arc::new(move || inbox.wake(id)));
@@ -209,6 +225,7 @@ impl App for AsgiApp {
             request,
             exchange,
             id,
+            permit,
         });
         Ok(())
     }
