@@ -144,7 +144,7 @@ struct Args {
     )]
     blocking_threads: usize,
 
-    /// Requests waiting for a Python thread before cores stop reading [default: 128 per thread].
+    /// Requests waiting for a Python thread (ASGI: in flight on the event loop) before cores stop reading [default: 128 per thread].
     #[arg(long, env = "M0SERVE_BACKPRESSURE", value_name = "N", value_parser = at_least_one)]
     backpressure: Option<usize>,
 

@@ -18,6 +18,7 @@
 pub mod exchange;
 #[doc(hidden)]
 pub mod testing;
+pub mod waiters;
 
 pub use exchange::{AppWaker, BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
 

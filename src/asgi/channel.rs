@@ -35,6 +35,8 @@ use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::{BodyRead, Exchange, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 
+use super::gate::Permit;
+
 /// Where the answer stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Answer {
@@ -64,6 +66,8 @@ pub(super) struct Channel {
     status_allows_body: bool,
     /// A WebSocket request's state (None: HTTP).
     ws: Option<websocket::WsState>,
+    /// The request's place on the loop: returned when its task ends.
+    permit: Option<Permit>,
 }
 
 impl Channel {
@@ -74,6 +78,7 @@ impl Channel {
         what: String,
         is_head: bool,
         kind: RequestKind,
+        permit: Option<Permit>,
     ) -> Channel {
         let ws = match kind {
             RequestKind::Http => None,
@@ -89,6 +94,7 @@ impl Channel {
             answer: Answer::NotStarted,
             length: None,
             sent: 0,
+            permit,
             status_allows_body: true,
             ws,
         }
@@ -292,6 +298,7 @@ impl Channel {
     #[pyo3(signature = (why))]
     fn abort(&mut self, why: &str) {
         self.abort_with(why.trim_end());
+        self.permit = None; // the task ends
     }
 
     /// The application returned: an answer it did not complete is aborted.
@@ -300,5 +307,6 @@ impl Channel {
             return self.ws_finish();
         }
         self.abort_with("the ASGI application returned without completing the response");
+        self.permit = None; // the task ends
     }
 }

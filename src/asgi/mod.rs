@@ -11,10 +11,16 @@
 //! loop's reader callback drains both queues: new requests become tasks
 //! ([`channel::Channel`] + [`scope`]), woken ids resolve their futures.
 //!
+//! At most `--backpressure` HTTP requests are in flight on the loop
+//! ([`gate`]): past that the call is refused and the core stops reading the
+//! connection until a request ends. WebSockets pass the gate: they live as
+//! long as their connection, and their messages are flow-controlled anyway.
+//!
 //! Lifespan runs on the same loop, before the server accepts and after it has
 //! drained; request tasks still running then are cancelled.
 
 mod channel;
+mod gate;
 mod scope;
 mod wake;
 
@@ -25,9 +31,10 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
+use crate::app::{App, AppRequest, Exchange, Refused, RequestKind, ResponseEvent};
 use crate::cli::{EventLoop, Lifespan};
 use channel::Channel;
+use gate::{Gate, Permit};
 pub use wake::Inbox;
 
 /// How the ASGI layer serves.
@@ -37,6 +44,8 @@ pub struct AsgiConfig {
     pub root_path: String,
     pub event_loop: EventLoop,
     pub lifespan: Lifespan,
+    /// Requests in flight on the loop before calls are refused (`--backpressure`).
+    pub backpressure: usize,
 }
 
 /// A request waiting for the loop to pick it up.
@@ -44,6 +53,8 @@ struct Pending {
     request: AppRequest,
     exchange: Arc<Exchange>,
     id: u64,
+    /// Its place on the loop, until its task ends (None: a WebSocket).
+    permit: Option<Permit>,
 }
 
 /// What the Python side of the executor sees: the wake fd, the drain, the
@@ -75,6 +86,7 @@ impl Executor {
             request,
             exchange,
             id,
+            permit,
         }) = self.inbox.new.pop()
         {
             let what = format!("{} {}", request.head.method, request.head.target);
@@ -82,7 +94,8 @@ impl Executor {
                 Ok(scope) => {
                     let is_head = request.head.is_head();
                     let kind = request.kind;
-                    let channel = Channel::new(exchange, id, scope.unbind(), what, is_head, kind);
+                    let channel =
+                        Channel::new(exchange, id, scope.unbind(), what, is_head, kind, permit);
                     new.append(Bound::new(py, channel)?)?;
                 }
                 Err(e) => {
@@ -117,6 +130,7 @@ pub struct AsgiApp {
     app: Py<PyAny>,
     config: AsgiConfig,
     next_id: AtomicU64,
+    gate: Arc<Gate>,
     /// Set once the executor stopped: later requests are aborted.
     stopped: AtomicBool,
     /// The Python `Runner` (m0serve._asgi), once started.
@@ -138,6 +152,7 @@ impl AsgiApp {
             inbox,
             executor,
             app,
+            gate: Gate::new(config.backpressure),
             config,
             next_id: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
@@ -204,6 +219,13 @@ impl App for AsgiApp {
             let _ = exchange.try_send(ResponseEvent::Abort);
             return Ok(());
         }
+        let permit = match request.kind {
+            RequestKind::WebSocket { .. } => None,
+            RequestKind::Http => match self.gate.enter(&exchange) {
+                Some(permit) => Some(permit),
+                None => return Err(Box::new(Refused { request, exchange })),
+            },
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let inbox = Arc::clone(&self.inbox);
         exchange.set_app_waker(Arc::new(move || inbox.wake(id)));
@@ -211,6 +233,7 @@ impl App for AsgiApp {
             request,
             exchange,
             id,
+            permit,
         });
         Ok(())
     }

@@ -277,7 +277,12 @@ impl<S: Service> Core<S> {
             return;
         };
         let c = self.conns.get_mut(key).expect("a live slot");
-        if event.is_error() {
+        // A reset (or both directions shut): the peer is gone, so close now,
+        // even if the session is not reading (an app holding its request
+        // learns the client left). A FIN alone is a half-close that may still
+        // want its answer: it is read in order, when the session reads again.
+        // The io_uring backend's hang-up poll keeps the same rule.
+        if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
             self.close(key);
             return;
         }

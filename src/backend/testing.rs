@@ -898,6 +898,48 @@ pub fn a_notification_for_a_closed_session_is_ignored(run: RunFn) {
     h.shutdown(Duration::from_secs(1));
 }
 
+/// Reset `s` on close (SO_LINGER 0): the client is certainly gone.
+fn reset(s: TcpStream) {
+    socket2::SockRef::from(&s)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(s);
+}
+
+/// A session that stopped reading (`pause`: an app holding its request) is
+/// dropped as soon as its peer resets, not when its answer is written; a peer
+/// that only half-closes still gets its answer, then the close.
+pub fn a_session_not_reading_is_closed_when_its_peer_resets(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let dropped = || h.journal().count(|e| matches!(e, Entry::Dropped { .. }));
+
+    let mut a = h.connect();
+    a.write_all(b"pause 3000\n").unwrap();
+    echo_read(&mut a, "pause 3000\n");
+    let left = Instant::now();
+    reset(a);
+    while dropped() == 0 {
+        assert!(
+            left.elapsed() < Duration::from_secs(2),
+            "the reset was not noticed while the session was not reading"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    let mut b = h.connect();
+    b.write_all(b"pause 300\n").unwrap();
+    echo_read(&mut b, "pause 300\n");
+    b.shutdown(std::net::Shutdown::Write).unwrap();
+    echo_read(&mut b, "resumed\n");
+    expect_eof(&mut b);
+    assert_eq!(
+        h.journal().count(|e| matches!(e, Entry::Notified { .. })),
+        1,
+        "the half-closed session was closed before its answer"
+    );
+    h.shutdown(Duration::from_secs(1));
+}
+
 /// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
 macro_rules! conformance {
     ($run:expr) => {
@@ -940,6 +982,10 @@ macro_rules! conformance {
         #[test]
         fn notified_sessions_answer_and_resume_reading() {
             $crate::backend::testing::notified_sessions_answer_and_resume_reading($run)
+        }
+        #[test]
+        fn a_session_not_reading_is_closed_when_its_peer_resets() {
+            $crate::backend::testing::a_session_not_reading_is_closed_when_its_peer_resets($run)
         }
         #[test]
         fn a_notification_for_a_closed_session_is_ignored() {

@@ -22,6 +22,17 @@
 //! and two linked operations per chunk, for files that are small and mostly
 //! in the page cache.
 //!
+//! A connection with no recv armed (its session does not want input: an app
+//! holds its request) would not see its client leave until it wrote. While
+//! it is open and not reading, a hang-up poll ([`Ring::watch_hangup`]) stands
+//! in for the recv, with the portable backend's rule: a reset (`POLLERR`,
+//! `POLLHUP`) closes the connection at once, so the session (and an app
+//! holding its request) learns the client is gone; a FIN alone (`POLLRDHUP`)
+//! is a half-close that still wants its answer, and unread requests may come
+//! before it, so the session learns of it in order, when it reads again. The
+//! poll stays armed once the session reads again (re-arming per request would
+//! cost two operations a request) and is not armed again after a FIN.
+//!
 //! A connection closes by `shutdown(SHUT_RDWR)`, which ends its in-flight
 //! recv; its slot and fd are freed once no operation of it is in flight, so a
 //! completion never names a reused fd.
@@ -32,7 +43,7 @@ use std::net::Shutdown;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use m0serve_uring::{recv_now, AcceptState, Completion, Config, Op, Ring, Token, Waker};
+use m0serve_uring::{recv_now, AcceptState, Completion, Config, Hangup, Op, Ring, Token, Waker};
 use socket2::SockRef;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
@@ -95,15 +106,27 @@ struct Conn<T> {
     wbuf: Option<Vec<u8>>,
     /// The peer closed its side: never read again (a recv would return 0 at once).
     eof: bool,
+    /// The hang-up poll watching for the peer leaving while no recv is armed.
+    watch: Watch,
     /// Shut down; the slot is freed once nothing is in flight.
     closing: bool,
     /// Its entry in the deadline heap.
     armed: Armed,
 }
 
+/// Where a connection's hang-up poll stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watch {
+    /// None armed: one is armed while the connection is not reading.
+    Idle,
+    Armed,
+    /// The FIN came (or the poll failed): the poll would fire at once, so none is armed again.
+    Done,
+}
+
 impl<T> Conn<T> {
     fn in_flight(&self) -> bool {
-        self.rbuf.is_none() || self.wbuf.is_none()
+        self.rbuf.is_none() || self.wbuf.is_none() || self.watch == Watch::Armed
     }
 }
 
@@ -193,6 +216,7 @@ impl<S: Service> Core<S> {
             }
             Completion::Sent { token, buf, result } => self.on_sent(key(token), buf, result, now),
             Completion::ReadAt { token, buf, result } => self.on_file_read(key(token), buf, result),
+            Completion::Hangup { token, result } => self.on_hangup(key(token), result),
             // Their work (deadlines, hand-offs, shutdown) is looked at every pass.
             Completion::Timer | Completion::Woken => {}
         }
@@ -257,6 +281,26 @@ impl<S: Service> Core<S> {
                 conn.wbuf = Some(buf);
                 self.close(key);
             }
+        }
+        self.drive(key);
+    }
+
+    /// The hang-up poll fired: a reset closes the connection (the session,
+    /// and an app holding its request, learn the client is gone); a FIN only
+    /// stops the watch (see the module doc).
+    fn on_hangup(&mut self, key: Key, result: io::Result<Hangup>) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        conn.watch = Watch::Done;
+        match result {
+            Ok(Hangup { gone: true, .. }) if !conn.closing => {
+                tracing::debug!(core = self.ctx.index, "the peer reset the connection");
+                self.close(key);
+            }
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+            Err(e) => tracing::debug!(core = self.ctx.index, "hang-up poll failed: {e}"),
         }
         self.drive(key);
     }
@@ -419,6 +463,7 @@ impl<S: Service> Core<S> {
                 rbuf: Some(rbuf),
                 wbuf: Some(wbuf),
                 eof: false,
+                watch: Watch::Idle,
                 closing: false,
                 armed: Armed::default(),
             }
@@ -477,6 +522,15 @@ impl<S: Service> Core<S> {
                     }
                 }
             }
+            // Not reading: watch for the peer leaving instead.
+            if conn.rbuf.is_some() && !conn.eof && conn.watch == Watch::Idle {
+                if let Err(e) = self.ring.watch_hangup(token(key), conn.fd.as_fd()) {
+                    tracing::debug!(core = self.ctx.index, "hang-up poll failed: {e}");
+                    self.close(key);
+                    return self.drive(key);
+                }
+                conn.watch = Watch::Armed;
+            }
             self.timers.arm(
                 key.slot() as usize,
                 &mut conn.armed,
@@ -508,6 +562,9 @@ impl<S: Service> Core<S> {
         if conn.wbuf.is_none() {
             let _ = self.ring.cancel(Op::Send, token(key));
             let _ = self.ring.cancel(Op::ReadAt, token(key));
+        }
+        if conn.watch == Watch::Armed {
+            let _ = self.ring.cancel(Op::Poll, token(key));
         }
     }
 

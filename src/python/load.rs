@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyAttributeError, PyException, PyModuleNotFoundError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::cli::AppSpec;
+use crate::cli::{AppSpec, Interface};
 
 /// Why the application could not be loaded.
 pub enum LoadError {
@@ -88,6 +88,11 @@ pub fn load(py: Python<'_>, spec: &AppSpec) -> Result<Py<PyAny>, LoadError> {
         };
     }
 
+    // What the object was meant to be, as --interface says.
+    let kind = match spec.interface {
+        Interface::Wsgi => "a WSGI",
+        Interface::Asgi => "an ASGI",
+    };
     if spec.factory {
         if !object.is_callable() {
             return Err(LoadError::Bad(format!(
@@ -100,13 +105,13 @@ pub fn load(py: Python<'_>, spec: &AppSpec) -> Result<Py<PyAny>, LoadError> {
         })?;
         if !object.is_callable() {
             return Err(LoadError::Bad(format!(
-                "cannot load '{target}': the factory returned a {}, which is not a WSGI application (not callable)",
+                "cannot load '{target}': the factory returned a {}, which is not {kind} application (not callable)",
                 type_name(&object)
             )));
         }
     } else if !object.is_callable() {
         return Err(LoadError::Bad(format!(
-            "cannot load '{target}': it is a {}, which is not a WSGI application (not callable)",
+            "cannot load '{target}': it is a {}, which is not {kind} application (not callable)",
             type_name(&object)
         )));
     }

@@ -96,6 +96,7 @@ fn serve_asgi(
         root_path: spec.root_path.clone(),
         event_loop: spec.event_loop,
         lifespan: spec.lifespan,
+        backpressure: spec.backpressure,
     };
     let app = match AsgiApp::new(py, object, config) {
         Ok(app) => app,

@@ -24,11 +24,11 @@ mod tests;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crossbeam_queue::SegQueue;
 use m0serve_pool::{Job, Pool};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
+use crate::app::waiters::Waiters;
 use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
 
 /// How the WSGI layer serves.
@@ -50,9 +50,6 @@ struct Shared {
     inline: bool,
 }
 
-/// Exchanges of refused requests, notified once the pool has room again.
-type Waiters = SegQueue<Arc<Exchange>>;
-
 /// A WSGI callable served through the pool.
 pub struct WsgiApp {
     shared: Arc<Shared>,
@@ -69,13 +66,13 @@ impl WsgiApp {
             environ: environ::Constants::new(py, &config)?,
             inline: config.threads == 0,
         });
-        let waiters = Arc::new(Waiters::new());
+        let waiters = Arc::new(Waiters::default());
         let pool = if config.threads == 0 {
             None
         } else {
             let on_room = {
                 let waiters = Arc::clone(&waiters);
-                Arc::new(move || wake_waiters(&waiters)) as Arc<dyn Fn() + Send + Sync>
+                Arc::new(move || waiters.wake_all()) as Arc<dyn Fn() + Send + Sync>
             };
             let pool_config = m0serve_pool::Config {
                 threads: config.threads,
@@ -103,7 +100,7 @@ impl WsgiApp {
             pool.shutdown();
         }
         // Nobody will make room any more: let refused sessions find that out.
-        wake_waiters(&self.waiters);
+        self.waiters.wake_all();
     }
 
     /// Hand the request to a pool thread, or back to the caller when the queue is full.
@@ -129,12 +126,9 @@ impl WsgiApp {
         let Err(job) = pool.try_submit(job) else {
             return Ok(());
         };
-        // Register for a wake first, then try once more: room that freed
-        // between the refusal and the registration would otherwise be missed.
-        // If this try succeeds the registration stays and costs one spurious
-        // notify later, which sessions ignore.
+        // Register, then try once more (see [`Waiters`]).
         if let Some((_, exchange)) = &*slot.lock().unwrap_or_else(PoisonError::into_inner) {
-            self.waiters.push(Arc::clone(exchange));
+            self.waiters.push(exchange);
         }
         let Err(job) = pool.try_submit(job) else {
             return Ok(());
@@ -146,13 +140,6 @@ impl WsgiApp {
             .take()
             .expect("a refused job was never run, so its request is still in the slot");
         Err(Box::new(Refused { request, exchange }))
-    }
-}
-
-/// Notify every waiting (refused) exchange: their sessions call again.
-fn wake_waiters(waiters: &Waiters) {
-    while let Some(exchange) = waiters.pop() {
-        exchange.notify();
     }
 }
 

@@ -93,12 +93,7 @@ def test_a_slow_client_makes_send_wait(raw):
         assert time.monotonic() < deadline
 
 
-def test_receive_answers_http_disconnect_once_the_client_leaves(raw, backend, request):
-    if backend == "uring":
-        request.applymarker(pytest.mark.xfail(
-            strict=True,
-            reason="the io_uring backend arms no read while the app holds a request whose body is "
-            "complete, so it sees no FIN or RST until it writes (the portable backend does)"))
+def test_receive_answers_http_disconnect_once_the_client_leaves(raw):
     sock = raw.connect()
     sock.sendall(b"GET /wait-disconnect HTTP/1.1\r\nHost: t\r\n\r\n")
     time.sleep(0.3)
@@ -110,6 +105,27 @@ def test_receive_answers_http_disconnect_once_the_client_leaves(raw, backend, re
     while not httpx.get(raw.url + "/seen", timeout=10).json()["disconnected"]:
         assert time.monotonic() < deadline, "receive() never answered http.disconnect"
         time.sleep(0.05)
+
+
+def _most_active_of_concurrent_slow_requests(server, n: int) -> int:
+    """`n` clients at once ask for a slow answer; all are answered. Returns
+    how many the app ran at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n) as clients:
+        answers = list(clients.map(lambda _: httpx.get(server.url + "/slow?s=0.3", timeout=10), range(n)))
+    assert [r.status_code for r in answers] == [200] * n
+    return httpx.get(server.url + "/seen", timeout=10).json()["most_active"]
+
+
+def test_backpressure_bounds_the_requests_on_the_loop(serve):
+    # Past the bound a call is refused and the connection waits unread; each
+    # finished request lets one more in, so all are answered, one at a time.
+    bounded = serve("asgi_raw:app", *ASGI, "--backpressure=1")
+    assert _most_active_of_concurrent_slow_requests(bounded, 4) == 1
+    # Without it (the default bound is far above 4) they run together.
+    unbounded = serve("asgi_raw:app", *ASGI)
+    assert _most_active_of_concurrent_slow_requests(unbounded, 4) == 4
 
 
 def test_pathsend(raw, tmp_path):

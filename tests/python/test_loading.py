@@ -53,6 +53,14 @@ def test_a_missing_attribute_is_one_line():
 def test_an_object_that_is_not_callable_is_one_line():
     line = one_line("plain:not_callable")
     assert "'plain:not_callable'" in line and "not callable" in line and "str" in line
+    assert "not a WSGI application" in line
+
+
+def test_the_not_callable_line_names_the_interface_asked_for():
+    line = one_line("--interface", "asgi", "plain:not_callable")
+    assert "not an ASGI application" in line and "WSGI" not in line
+    returned = one_line("--factory", "plain:holder", env={"M0SERVE_INTERFACE": "asgi"})
+    assert "returned" in returned and "not an ASGI application" in returned
 
 
 def test_an_import_that_raises_prints_the_traceback_then_one_line():

@@ -6,6 +6,8 @@
 //!   re-arms it when it ends, and [`Ring::cancel_accept`] for the connection limit;
 //! - [`Ring::recv`], [`Ring::send`] and [`Ring::read_at`] on caller-owned
 //!   buffers that travel with the operation and come back in its completion;
+//! - [`Ring::watch_hangup`]: a poll that completes when the peer hangs up,
+//!   for a connection that has no recv armed to notice it;
 //! - one timer for the caller's next deadline ([`Ring::set_timer`]);
 //! - a [`Waker`] other threads use to interrupt the ring's wait;
 //! - [`Token`]: the slot and generation an operation belongs to, encoded in
@@ -22,7 +24,7 @@ mod token;
 #[cfg(test)]
 mod tests;
 
-pub use ring::{AcceptState, Completion, Config, Op, Ring, Waker};
+pub use ring::{AcceptState, Completion, Config, Hangup, Op, Ring, Waker};
 pub use sys::recv_now;
 pub use token::Token;
 
@@ -37,6 +39,7 @@ const OPCODES: &[(u8, &str)] = &[
     (io_uring::opcode::Timeout::CODE, "TIMEOUT"),
     (io_uring::opcode::TimeoutRemove::CODE, "TIMEOUT_REMOVE"),
     (io_uring::opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+    (io_uring::opcode::PollAdd::CODE, "POLL_ADD"),
 ];
 
 /// Whether this kernel (and any seccomp profile) lets us build a ring with

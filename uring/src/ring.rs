@@ -51,6 +51,8 @@ pub enum Op {
     Recv,
     Send,
     ReadAt,
+    /// A [`Ring::watch_hangup`] poll.
+    Poll,
 }
 
 impl Op {
@@ -59,6 +61,7 @@ impl Op {
             Op::Recv => Kind::Recv,
             Op::Send => Kind::Send,
             Op::ReadAt => Kind::ReadAt,
+            Op::Poll => Kind::Poll,
         }
     }
 }
@@ -101,10 +104,26 @@ pub enum Completion {
         buf: Vec<u8>,
         result: io::Result<usize>,
     },
+    /// A [`Ring::watch_hangup`] poll fired (or was cancelled: `ECANCELED`).
+    Hangup {
+        token: Token,
+        result: io::Result<Hangup>,
+    },
     /// The timer set with [`Ring::set_timer`] expired.
     Timer,
     /// A [`Waker`] woke the ring (wakes coalesce: one completion may stand for several).
     Woken,
+}
+
+/// How the peer hung up, as a [`Ring::watch_hangup`] poll saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hangup {
+    /// `POLLERR` or `POLLHUP`: the connection is gone both ways (a reset, or
+    /// both sides shut down); nothing written will be read.
+    pub gone: bool,
+    /// `POLLRDHUP`: the peer will send nothing more (a FIN). It may still
+    /// read: a client that half-closes after its request wants the answer.
+    pub read_closed: bool,
 }
 
 /// What the kernel may still touch for an in-flight operation.
@@ -117,8 +136,8 @@ enum Held {
     Timespec(Box<types::Timespec>),
     /// The 8 bytes an eventfd read lands in.
     Counter(Box<u64>),
-    /// No memory (the multishot accept): held so teardown waits for its
-    /// accepted fds rather than leaving them installed unseen.
+    /// No memory (the multishot accept, a poll): held so teardown waits
+    /// for them (accepted fds are not left installed unseen).
     Nothing,
 }
 
@@ -256,6 +275,18 @@ impl Ring {
         self.start(encode(Kind::ReadAt, token), entry, Held::Buf(buf))
     }
 
+    /// Complete once the peer of socket `fd` hangs up: `POLLRDHUP` (its FIN),
+    /// `POLLHUP` or `POLLERR`. `POLLIN` is not asked for, so data the peer
+    /// sends (a pipelined request) does not fire it. On a socket whose FIN
+    /// has arrived it fires at once (whatever the mask: seen on Linux 6.18),
+    /// so do not arm it again after a `read_closed`. One-shot; at most one per
+    /// token. Ends with [`Completion::Hangup`].
+    pub fn watch_hangup(&mut self, token: Token, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let events = libc::POLLRDHUP | libc::POLLERR | libc::POLLHUP;
+        let entry = opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), events as u32).build();
+        self.start(encode(Kind::Poll, token), entry, Held::Nothing)
+    }
+
     /// Ask the kernel to cancel `token`'s `op`. The operation still completes
     /// (usually with ECANCELED), which is when its buffer comes back.
     pub fn cancel(&mut self, op: Op, token: Token) -> io::Result<()> {
@@ -372,6 +403,17 @@ impl Ring {
                     Kind::Send => Completion::Sent { token, buf, result },
                     _ => Completion::ReadAt { token, buf, result },
                 })
+            }
+            Kind::Poll => {
+                self.in_flight.remove(&user_data)?;
+                let result = result.map(|revents| {
+                    let revents = revents as i16;
+                    Hangup {
+                        gone: revents & (libc::POLLERR | libc::POLLHUP) != 0,
+                        read_closed: revents & libc::POLLRDHUP != 0,
+                    }
+                });
+                Some(Completion::Hangup { token, result })
             }
             Kind::Timer => {
                 self.in_flight.remove(&user_data);

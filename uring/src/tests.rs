@@ -304,3 +304,85 @@ fn dropping_a_ring_with_operations_in_flight_returns_promptly() {
         "teardown waited out its bound"
     );
 }
+
+/// The hang-up poll's one completion, within 5 s.
+fn hangup(ring: &mut Ring) -> (Token, std::io::Result<Hangup>) {
+    match collect(ring, 1, |c| matches!(c, Completion::Hangup { .. })).pop() {
+        Some(Completion::Hangup { token, result }) => (token, result),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn a_hangup_poll_ignores_data_and_reports_a_half_close() {
+    let l = listener();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let fd = accepted(&mut ring);
+    let token = Token::new(4, 9);
+
+    ring.watch_hangup(token, fd.as_fd()).unwrap();
+    assert!(
+        ring.watch_hangup(token, fd.as_fd()).is_err(),
+        "one poll per token"
+    );
+    // A pipelined request is not a hang-up.
+    client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let early = drain_for(&mut ring, Duration::from_millis(100));
+    assert!(
+        !early.iter().any(|c| matches!(c, Completion::Hangup { .. })),
+        "data fired the hang-up poll"
+    );
+
+    // A FIN: the peer still reads.
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    let (t, result) = hangup(&mut ring);
+    assert_eq!(t, token);
+    let got = result.unwrap();
+    assert!(got.read_closed && !got.gone, "{got:?}");
+}
+
+#[test]
+fn a_hangup_poll_reports_a_reset_as_gone() {
+    let l = listener();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let fd = accepted(&mut ring);
+    ring.watch_hangup(Token::new(2, 5), fd.as_fd()).unwrap();
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `linger` is a live, correctly sized option value for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            client.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    drop(client); // with linger 0: a reset
+    let (token, result) = hangup(&mut ring);
+    assert_eq!(token, Token::new(2, 5));
+    assert!(result.unwrap().gone);
+}
+
+#[test]
+fn a_cancelled_hangup_poll_completes_with_ecanceled() {
+    let l = listener();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let fd = accepted(&mut ring);
+    let token = Token::new(1, 1);
+    ring.watch_hangup(token, fd.as_fd()).unwrap();
+    ring.submit().unwrap();
+    ring.cancel(Op::Poll, token).unwrap();
+    let (_, result) = hangup(&mut ring);
+    assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+}

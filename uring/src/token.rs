@@ -19,6 +19,8 @@ pub(crate) enum Kind {
     /// A cancel request (AsyncCancel or TimeoutRemove): its own completion
     /// carries nothing; the cancelled operation completes on its own.
     Cancel = 7,
+    /// A poll for the peer's hang-up ([`crate::Ring::watch_hangup`]).
+    Poll = 8,
 }
 
 impl Kind {
@@ -31,6 +33,7 @@ impl Kind {
             5 => Kind::Timer,
             6 => Kind::Wake,
             7 => Kind::Cancel,
+            8 => Kind::Poll,
             _ => return None,
         })
     }

@@ -8,7 +8,7 @@ import os
 from urllib.parse import parse_qsl
 
 # What the slow-client and disconnect routes saw (read back through /seen).
-SEEN = {"sent": 0, "done": False, "disconnected": False}
+SEEN = {"sent": 0, "done": False, "disconnected": False, "active": 0, "most_active": 0}
 
 
 async def _json(send, obj, status=200):
@@ -106,6 +106,15 @@ async def app(scope, receive, send):
         assert message["type"] == "http.request" and not message.get("more_body")
         message = await receive()  # blocks until the client goes
         SEEN["disconnected"] = message["type"] == "http.disconnect"
+    elif path == "/slow":
+        # How many requests the loop runs at once (the backpressure test).
+        SEEN["active"] += 1
+        SEEN["most_active"] = max(SEEN["most_active"], SEEN["active"])
+        try:
+            await asyncio.sleep(float(_query(scope)["s"]))
+        finally:
+            SEEN["active"] -= 1
+        await _json(send, {"slept": True})
     elif path == "/seen":
         await _json(send, SEEN)
     elif path == "/pathsend":
