@@ -65,11 +65,12 @@ fn main() -> ExitCode {
     let elapsed = start.elapsed().as_secs_f64();
     all.sort_unstable();
     let pct = |p: f64| all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)));
-    let ms = |ns: Option<&u64>| ns.map_or(f64::NAN, |&ns| ns as f64 / 1e6);
+    // JSON has no NaN: no round trip at all gives nulls.
+    let ms = |ns: Option<&u64>| ns.map_or("null".into(), |&ns| format!("{:.3}", ns as f64 / 1e6));
     println!(
         "{{\"connections\": {conns}, \"seconds\": {elapsed:.3}, \"message_bytes\": {size}, \
-         \"messages\": {}, \"msgs_per_sec\": {:.1}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \
-         \"max_ms\": {:.3}, \"errors\": {}}}",
+         \"messages\": {}, \"msgs_per_sec\": {:.1}, \"p50_ms\": {}, \"p99_ms\": {}, \
+         \"max_ms\": {}, \"errors\": {}}}",
         all.len(),
         all.len() as f64 / elapsed,
         ms(pct(0.50)),
