@@ -74,26 +74,49 @@ def taskset(cpus, cmd):
     return ["taskset", "-c", cpus] + cmd if cpus else cmd
 
 
-def main():
-    spec = json.load(open(sys.argv[1]))
+def start_servers(spec, warm):
+    """Starts every arm on a free port (logs in /tmp), waits for it to listen
+    and calls warm(port) once; gives {arm name: (process, port)}. On a failure
+    the servers already started are stopped."""
     cpus = spec.get("cpus", {})
     servers = {}
-    logs = {}
     try:
         for arm in spec["arms"]:
             port = free_port()
             cmd = [c.replace("{port}", str(port)) for c in arm["cmd"]]
             env = dict(os.environ, **arm.get("env", {}))
             log = open("/tmp/bench-%s-%s.log" % (spec["name"], arm["name"]), "w")
-            logs[arm["name"]] = log.name
             proc = subprocess.Popen(taskset(cpus.get("server"), cmd), env=env, cwd=arm.get("cwd", ROOT),
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             servers[arm["name"]] = (proc, port)
             if not wait_port(port, proc):
                 sys.exit("bench: %s did not start (%s); log: %s" % (arm["name"], " ".join(cmd), log.name))
             # Warm up (imports, caches) outside the measured rounds.
-            subprocess.run(["wrk", "-t1", "-c4", "-d1s", "http://127.0.0.1:%d%s" % (port, spec["path"])],
-                           capture_output=True)
+            warm(port)
+    except BaseException:
+        stop_servers(servers)
+        raise
+    return servers
+
+
+def stop_servers(servers):
+    """SIGTERM to each server's process group, SIGKILL past 20 s."""
+    for proc, _ in servers.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc, _ in servers.values():
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def main():
+    spec = json.load(open(sys.argv[1]))
+    cpus = spec.get("cpus", {})
+    servers = start_servers(spec, lambda port: subprocess.run(
+        ["wrk", "-t1", "-c4", "-d1s", "http://127.0.0.1:%d%s" % (port, spec["path"])], capture_output=True))
+    try:
         runs = []
         for rnd in range(1, spec["rounds"] + 1):
             for arm in spec["arms"]:
@@ -107,14 +130,7 @@ def main():
                 runs.append(r)
                 print(json.dumps(r), flush=True)
     finally:
-        for proc, _ in servers.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc, _ in servers.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_servers(servers)
 
     summary = {}
     for arm in spec["arms"]:

@@ -181,14 +181,19 @@ pub fn apply_mask(data: &mut [u8], mask: [u8; 4], offset: u64) {
 /// Appends an unmasked (server) frame header for a payload of `len` bytes,
 /// in the shortest length form.
 pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: OpCode, len: usize) {
-    let b0 = (u8::from(fin) << 7) | opcode.bits();
+    put_header(out, (u8::from(fin) << 7) | opcode.bits(), 0, len);
+}
+
+/// The header's first byte as given, then the length in the shortest form
+/// with `mask_bit` (0x80 for a client frame, 0 for a server's) on its byte.
+fn put_header(out: &mut Vec<u8>, b0: u8, mask_bit: u8, len: usize) {
     if len < 126 {
-        out.extend_from_slice(&[b0, len as u8]);
+        out.extend_from_slice(&[b0, mask_bit | len as u8]);
     } else if let Ok(len) = u16::try_from(len) {
         let [a, b] = len.to_be_bytes();
-        out.extend_from_slice(&[b0, 126, a, b]);
+        out.extend_from_slice(&[b0, mask_bit | 126, a, b]);
     } else {
-        out.extend_from_slice(&[b0, 127]);
+        out.extend_from_slice(&[b0, mask_bit | 127]);
         out.extend_from_slice(&(len as u64).to_be_bytes());
     }
 }
@@ -200,22 +205,60 @@ pub fn write_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// The client side, for test peers and load clients (`examples/ws_bench.rs`):
+/// appends a whole, final frame masked with `mask` (§5.3; a client must mask).
+pub fn write_client_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8], mask: [u8; 4]) {
+    put_masked(out, 0x80 | opcode.bits(), payload, mask);
+}
+
+/// A masked frame whose first byte is `b0` (any FIN/RSV/opcode bits).
+fn put_masked(out: &mut Vec<u8>, b0: u8, payload: &[u8], mask: [u8; 4]) {
+    out.reserve(14 + payload.len());
+    put_header(out, b0, 0x80, payload.len());
+    out.extend_from_slice(&mask);
+    let start = out.len();
+    out.extend_from_slice(payload);
+    apply_mask(&mut out[start..], mask, 0);
+}
+
+/// A server frame's header, as a client reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerHeader {
+    pub fin: bool,
+    /// The 4-bit opcode as sent (unchecked: the reader decides).
+    pub opcode: u8,
+    /// Set on a frame no server may send (§5.1); the reader refuses it.
+    pub masked: bool,
+    pub len: u64,
+}
+
+/// The client side: parses the header of a server frame at the start of
+/// `buf`, with its size in bytes, or `None` until enough bytes have arrived.
+pub fn parse_server_header(buf: &[u8]) -> Option<(ServerHeader, usize)> {
+    let (&b0, &b1) = (buf.first()?, buf.get(1)?);
+    let (len, start) = match b1 & 0x7F {
+        126 => (
+            u64::from(u16::from_be_bytes(buf.get(2..4)?.try_into().ok()?)),
+            4,
+        ),
+        127 => (u64::from_be_bytes(buf.get(2..10)?.try_into().ok()?), 10),
+        n => (u64::from(n), 2),
+    };
+    let masked = b1 & 0x80 != 0;
+    let header = ServerHeader {
+        fin: b0 & 0x80 != 0,
+        opcode: b0 & 0x0F,
+        masked,
+        len,
+    };
+    Some((header, if masked { start + 4 } else { start }))
+}
+
 /// A client frame as the tests' peer sends it: masked, length in the shortest form.
 #[cfg(test)]
 pub(crate) fn client_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
     let mut out = Vec::new();
-    let b0 = (u8::from(fin) << 7) | opcode;
-    if payload.len() < 126 {
-        out.extend_from_slice(&[b0, 0x80 | payload.len() as u8]);
-    } else if payload.len() <= 0xFFFF {
-        out.extend_from_slice(&[b0, 0x80 | 126]);
-        out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-    } else {
-        out.extend_from_slice(&[b0, 0x80 | 127]);
-        out.extend_from_slice(&(payload.len() as u64).to_be_bytes());
-    }
-    out.extend_from_slice(&mask);
-    out.extend(payload.iter().zip(mask.iter().cycle()).map(|(b, k)| b ^ k));
+    put_masked(&mut out, (u8::from(fin) << 7) | opcode, payload, mask);
     out
 }
 
@@ -224,21 +267,11 @@ pub(crate) fn client_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4])
 /// Panics on a masked frame (a server never masks).
 #[cfg(test)]
 pub(crate) fn parse_server_frame(buf: &[u8]) -> Option<(bool, u8, Vec<u8>, usize)> {
-    let (&b0, &b1) = (buf.first()?, buf.get(1)?);
-    assert_eq!(b1 & 0x80, 0, "a server frame is not masked");
-    let (len, start) = match b1 & 0x7F {
-        126 => (
-            u16::from_be_bytes(buf.get(2..4)?.try_into().ok()?) as usize,
-            4,
-        ),
-        127 => (
-            u64::from_be_bytes(buf.get(2..10)?.try_into().ok()?) as usize,
-            10,
-        ),
-        n => (n as usize, 2),
-    };
-    let payload = buf.get(start..start + len)?.to_vec();
-    Some((b0 & 0x80 != 0, b0 & 0x0F, payload, start + len))
+    let (h, start) = parse_server_header(buf)?;
+    assert!(!h.masked, "a server frame is not masked");
+    let end = start + h.len as usize;
+    let payload = buf.get(start..end)?.to_vec();
+    Some((h.fin, h.opcode, payload, end))
 }
 
 #[cfg(test)]
@@ -431,5 +464,45 @@ mod tests {
         out.clear();
         write_frame(&mut out, OpCode::Pong, b"");
         assert_eq!(out, [0x8A, 0x00]);
+    }
+
+    #[test]
+    fn client_frames_are_the_rfc_masked_hello_and_parse_back() {
+        let mut out = Vec::new();
+        write_client_frame(&mut out, OpCode::Text, b"Hello", MASK);
+        // RFC 6455 §5.7: the same masked "Hello" the parser is tested on.
+        let rfc = [
+            0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58,
+        ];
+        assert_eq!(out, rfc);
+        let payload = vec![b'x'; 300];
+        out.clear();
+        write_client_frame(&mut out, OpCode::Binary, &payload, MASK);
+        let (h, n) = parse(&out).unwrap().unwrap();
+        assert_eq!((h.opcode, h.len, n), (OpCode::Binary, 300, 8));
+        let mut body = out[n..].to_vec();
+        apply_mask(&mut body, h.mask, 0);
+        assert_eq!(body, payload);
+    }
+
+    #[test]
+    fn server_headers_parse_on_the_client_side() {
+        let mut out = Vec::new();
+        write_header(&mut out, true, OpCode::Text, 70_000);
+        let (h, n) = parse_server_header(&out).unwrap();
+        let want = ServerHeader {
+            fin: true,
+            opcode: 0x1,
+            masked: false,
+            len: 70_000,
+        };
+        assert_eq!((h, n), (want, 10));
+        for cut in 0..out.len() {
+            assert_eq!(parse_server_header(&out[..cut]), None, "cut at {cut}");
+        }
+        // A masked frame parses (header length includes the key) but says so.
+        let (h, n) = parse_server_header(&[0x81, 0x85, 1, 2, 3, 4]).unwrap();
+        assert!(h.masked);
+        assert_eq!((h.len, n), (5, 6));
     }
 }

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""WebSocket echo round trips, side by side, arms alternating round by round.
+
+    python bench/ws_echo.py SPEC.json
+
+SPEC (JSON): {
+  "name": "ws-echo", "title": "...", "path": "/",
+  "client": "target/release/examples/ws_bench",   # the load client (examples/ws_bench.rs)
+  "connections": 16, "seconds": 5, "message_bytes": 64, "rounds": 3,
+  "baselines": ["granian", "uvicorn"],           # ratios are to these arms' median msgs/s
+  "arms": [...]                                  # as in compare.py
+}
+
+Servers are started and stopped by compare.py's start_servers/stop_servers.
+Each round runs ws_bench against every arm in turn; the table gives medians
+(msgs/s, p50, p99, max) and the ratios of each arm's median msgs/s.
+"""
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+from compare import ROOT, start_servers, stop_servers
+
+
+def children_cpu():
+    """CPU seconds of the waited-for children: the servers are reaped only at
+    the end, so the difference around a run is the load client's own."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def ws_bench(spec, port, connections, seconds):
+    """One ws_bench run's JSON line (its errors listed if it failed), with
+    client_cpu: the client's CPU seconds per second of the run, to show it
+    was not the bottleneck on a machine it shares with the server."""
+    url = "ws://127.0.0.1:%d%s" % (port, spec["path"])
+    cpu = children_cpu()
+    out = subprocess.run([spec["client"], url, str(connections), str(seconds), str(spec["message_bytes"])],
+                         capture_output=True, text=True)
+    cpu = children_cpu() - cpu
+    try:
+        r = json.loads(out.stdout)
+    except ValueError:
+        r = {"msgs_per_sec": 0.0, "p50_ms": None, "p99_ms": None, "max_ms": None, "seconds": seconds,
+             "errors": ["ws_bench exited %d: %s" % (out.returncode, out.stderr.strip()[-300:])]}
+    r["client_cpu"] = round(cpu / max(r["seconds"], 1e-9), 3)
+    return r
+
+
+def main():
+    spec = json.load(open(sys.argv[1]))
+    servers = start_servers(spec, lambda port: ws_bench(spec, port, 4, 1))
+    try:
+        runs = []
+        for rnd in range(1, spec["rounds"] + 1):
+            for arm in spec["arms"]:
+                _, port = servers[arm["name"]]
+                r = dict(ws_bench(spec, port, spec["connections"], spec["seconds"]), round=rnd, arm=arm["name"])
+                runs.append(r)
+                print(json.dumps(r), flush=True)
+    finally:
+        stop_servers(servers)
+
+    summary = {}
+    for arm in spec["arms"]:
+        mine = [r for r in runs if r["arm"] == arm["name"]]
+        summary[arm["name"]] = {k: statistics.median([r[k] for r in mine if r[k] is not None] or [0.0])
+                                for k in ("msgs_per_sec", "p50_ms", "p99_ms", "max_ms", "client_cpu")}
+        summary[arm["name"]]["errors"] = sum(len(r["errors"]) for r in mine)
+    for s in summary.values():
+        s["ratios"] = {b: s["msgs_per_sec"] / summary[b]["msgs_per_sec"] for b in spec["baselines"]}
+    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    json_name = "%s-%s.json" % (spec["name"], stamp)
+    doc = {"date": stamp, "spec": spec, "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+           "runs": runs, "summary": summary}
+    json.dump(doc, open(os.path.join(ROOT, "bench/results", json_name), "w"), indent=2)
+    rows = ["| server | median msgs/s | %s | p50 | p99 | max | client CPU | errors |" % " | ".join(
+                "ratio to %s" % b for b in spec["baselines"]),
+            "|---|---:|%s---:|---:|---:|---:|---:|" % ("---:|" * len(spec["baselines"]))]
+    for arm in spec["arms"]:
+        s = summary[arm["name"]]
+        rows.append("| %s | %s | %s | %.3f ms | %.3f ms | %.1f ms | %.2f | %d |" % (
+            arm.get("label", arm["name"]), format(round(s["msgs_per_sec"]), ","),
+            " | ".join("%.2fx" % s["ratios"][b] for b in spec["baselines"]),
+            s["p50_ms"], s["p99_ms"], s["max_ms"], s["client_cpu"], s["errors"]))
+    md = ("# %s\n\n%s: ws_bench (examples/ws_bench.rs), %d connections, %d-byte text messages, %ss runs, "
+          "%d alternating rounds per arm, no pinning (%d CPUs, Linux %s). Messages per second are echo "
+          "round trips per second over all connections; client CPU is ws_bench's CPU seconds per second (of %d CPUs).\nRaw runs: [%s](%s).\n\n%s\n") % (
+        spec["title"], stamp, spec["connections"], spec["message_bytes"], spec["seconds"], spec["rounds"],
+        os.cpu_count(), platform.release(), os.cpu_count(), json_name, json_name, "\n".join(rows))
+    open(os.path.join(ROOT, "bench/results", spec["name"] + ".md"), "w").write(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
