@@ -111,33 +111,48 @@ def stop_servers(servers):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def alternate(spec, servers, measure):
+    """Each round measures every arm in turn (`measure(port)` -> dict), so
+    drift on the machine falls on every arm alike; prints each run."""
+    runs = []
+    for rnd in range(1, spec["rounds"] + 1):
+        for arm in spec["arms"]:
+            _, port = servers[arm["name"]]
+            r = dict(measure(port), round=rnd, arm=arm["name"])
+            runs.append(r)
+            print(json.dumps(r), flush=True)
+    return runs
+
+
+def medians(spec, runs, keys):
+    """Per arm, the median of each of `keys` over its runs (missing values skipped)."""
+    summary = {}
+    for arm in spec["arms"]:
+        mine = [r for r in runs if r["arm"] == arm["name"]]
+        summary[arm["name"]] = {k: statistics.median([r[k] for r in mine if r[k] is not None] or [0.0])
+                                for k in keys}
+    return summary
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
     cpus = spec.get("cpus", {})
     servers = start_servers(spec, lambda port: subprocess.run(
         ["wrk", "-t1", "-c4", "-d1s", "http://127.0.0.1:%d%s" % (port, spec["path"])], capture_output=True))
     try:
-        runs = []
-        for rnd in range(1, spec["rounds"] + 1):
-            for arm in spec["arms"]:
-                _, port = servers[arm["name"]]
-                out = subprocess.run(
-                    taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
-                                                 "-c%d" % spec["connections"], "-d" + spec["duration"],
-                                                 "http://127.0.0.1:%d%s" % (port, spec["path"])]),
-                    capture_output=True, text=True).stdout
-                r = dict(parse_wrk(out), round=rnd, arm=arm["name"])
-                runs.append(r)
-                print(json.dumps(r), flush=True)
+        def wrk(port):
+            return parse_wrk(subprocess.run(
+                taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
+                                             "-c%d" % spec["connections"], "-d" + spec["duration"],
+                                             "http://127.0.0.1:%d%s" % (port, spec["path"])]),
+                capture_output=True, text=True).stdout)
+        runs = alternate(spec, servers, wrk)
     finally:
         stop_servers(servers)
 
-    summary = {}
+    summary = medians(spec, runs, ("rps", "p50_ms", "p99_ms", "max_ms"))
     for arm in spec["arms"]:
-        mine = [r for r in runs if r["arm"] == arm["name"]]
-        summary[arm["name"]] = {k: statistics.median(r[k] for r in mine if r[k] is not None)
-                                for k in ("rps", "p50_ms", "p99_ms", "max_ms")}
-        summary[arm["name"]]["non_2xx"] = sum(r["non_2xx"] for r in mine)
+        summary[arm["name"]]["non_2xx"] = sum(r["non_2xx"] for r in runs if r["arm"] == arm["name"])
     base = summary[spec["baseline"]]["rps"]
     for s in summary.values():
         s["ratio"] = s["rps"] / base

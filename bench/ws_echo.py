@@ -19,12 +19,11 @@ import json
 import os
 import platform
 import resource
-import statistics
 import subprocess
 import sys
 import time
 
-from compare import ROOT, start_servers, stop_servers
+from compare import ROOT, alternate, medians, start_servers, stop_servers  # noqa: E402
 
 
 def children_cpu():
@@ -56,22 +55,13 @@ def main():
     spec = json.load(open(sys.argv[1]))
     servers = start_servers(spec, lambda port: ws_bench(spec, port, 4, 1))
     try:
-        runs = []
-        for rnd in range(1, spec["rounds"] + 1):
-            for arm in spec["arms"]:
-                _, port = servers[arm["name"]]
-                r = dict(ws_bench(spec, port, spec["connections"], spec["seconds"]), round=rnd, arm=arm["name"])
-                runs.append(r)
-                print(json.dumps(r), flush=True)
+        runs = alternate(spec, servers, lambda port: ws_bench(spec, port, spec["connections"], spec["seconds"]))
     finally:
         stop_servers(servers)
 
-    summary = {}
+    summary = medians(spec, runs, ("msgs_per_sec", "p50_ms", "p99_ms", "max_ms", "client_cpu"))
     for arm in spec["arms"]:
-        mine = [r for r in runs if r["arm"] == arm["name"]]
-        summary[arm["name"]] = {k: statistics.median([r[k] for r in mine if r[k] is not None] or [0.0])
-                                for k in ("msgs_per_sec", "p50_ms", "p99_ms", "max_ms", "client_cpu")}
-        summary[arm["name"]]["errors"] = sum(len(r["errors"]) for r in mine)
+        summary[arm["name"]]["errors"] = sum(len(r["errors"]) for r in runs if r["arm"] == arm["name"])
     for s in summary.values():
         s["ratios"] = {b: s["msgs_per_sec"] / summary[b]["msgs_per_sec"] for b in spec["baselines"]}
     stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
