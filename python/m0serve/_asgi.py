@@ -1,12 +1,16 @@
 """The ASGI executor's Python side: one thread running an asyncio loop.
 
 The Rust side (``m0serve._m0serve``, ``src/asgi/``) queues requests and wakes
-this loop through one file descriptor; ``Runner._on_wake`` drains the queues:
-new requests become tasks, woken request ids resolve the futures their
-``receive``/``send`` await. Both awaitables try the non-blocking channel call
-first and wait only when it found nothing to do; that failed call armed the
-request's waker, and the wake is handled on this same thread, so it cannot
-slip in between the try and the wait.
+this loop through one file descriptor; its ``on_wake`` (the fd's reader
+callback) resolves the futures of woken requests and starts a task per new
+request, running ``serve`` below. The app's ``receive``/``send`` are the
+channel's own: they complete at once when they can, and only when they must
+wait do they return the coroutines ``wait_receive``/``wait_send``, which await
+a future the channel resolves on a wake and then try again.
+
+Where Python has eager tasks (3.12+), a request's task runs its first step at
+once, inside ``on_wake``: an app that answers without waiting never goes
+through the loop's queue at all.
 
 Lifespan (``--lifespan auto|on|off``, as uvicorn has it) runs on the same
 loop: startup before the server accepts, shutdown after it has drained.
@@ -15,9 +19,11 @@ loop: startup before the server accepts, shutdown after it has drained.
 from __future__ import annotations
 
 import asyncio
+import functools
+import sys
 import threading
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 
 def new_loop(kind: str):
@@ -33,8 +39,43 @@ def new_loop(kind: str):
     return asyncio.new_event_loop(), "asyncio"
 
 
+async def serve(app, scope, receive, send, channel) -> None:
+    """Run the app for one request and end its channel, whatever it does."""
+    try:
+        await app(scope, receive, send)
+    except asyncio.CancelledError:
+        channel.abort("the ASGI request task was cancelled")
+    except BaseException:  # noqa: BLE001 - an app's failure must not stop the loop
+        channel.abort("the ASGI application failed\n" + traceback.format_exc())
+    else:
+        channel.finish()
+
+
+async def wait_send(channel, message: Dict[str, Any], future) -> None:
+    """``send(message)`` found the answer full: wait for room, then send."""
+    while future is not None:
+        await future
+        future = channel.send_or_wait(message)
+
+
+async def wait_receive(channel, future) -> Dict[str, Any]:
+    """``receive()`` found nothing yet: wait for a message."""
+    while True:
+        await future
+        message, future = channel.receive_or_wait()
+        if future is None:
+            return message
+
+
+def task_maker(loop):
+    """Makes a request's task: eager where Python has it (3.12+)."""
+    if sys.version_info >= (3, 12):
+        return functools.partial(asyncio.Task, loop=loop, eager_start=True)
+    return loop.create_task
+
+
 class Runner:
-    """The executor thread, its loop, the request tasks and the lifespan."""
+    """The executor thread, its loop and the lifespan."""
 
     def __init__(self, app, executor, loop_kind: str, lifespan: str) -> None:
         self.app = app
@@ -44,10 +85,6 @@ class Runner:
         if lifespan != "off":
             self.lifespan = Lifespan(app, executor, lifespan == "on")
         self.thread: Optional[threading.Thread] = None
-        # Request id -> the futures its receive/send await (while any waits).
-        self.waiting: Dict[int, List[asyncio.Future]] = {}
-        # The request tasks (not the app's own tasks): cancelled at shutdown.
-        self.tasks: set = set()
 
     def start(self) -> Optional[str]:
         """Start the loop thread and run lifespan startup; the reason it
@@ -61,8 +98,10 @@ class Runner:
     def _run(self) -> None:
         loop = self.loop
         asyncio.set_event_loop(loop)
-        fd = self.executor.fd()
-        loop.add_reader(fd, self._on_wake)
+        executor = self.executor
+        executor.bind(loop, self.app, task_maker(loop), sys.modules[__name__])
+        fd = executor.fd()
+        loop.add_reader(fd, executor.on_wake)
         try:
             loop.run_forever()
         finally:
@@ -84,7 +123,7 @@ class Runner:
         self.thread = None
 
     async def _shutdown(self, timeout: float) -> None:
-        tasks = [t for t in self.tasks if not t.done()]
+        tasks = [t for t in self.executor.running_tasks() if not t.done()]
         if tasks:
             self.executor.log("warning", f"cancelling {len(tasks)} ASGI request task(s) still running at shutdown")
             for task in tasks:
@@ -95,59 +134,6 @@ class Runner:
                 await asyncio.wait_for(self.lifespan.shutdown(), timeout)
             except asyncio.TimeoutError:
                 self.executor.log("error", f"lifespan shutdown did not complete within {timeout}s")
-
-    def _on_wake(self) -> None:
-        new, woken = self.executor.drain()
-        if new:
-            create_task, tasks = self.loop.create_task, self.tasks
-            for channel in new:
-                task = create_task(self._serve(channel))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-        if woken:
-            waiting = self.waiting
-            for rid in woken:
-                futures = waiting.get(rid)
-                if futures:
-                    for future in futures:
-                        if not future.done():
-                            future.set_result(None)
-                    futures.clear()
-
-    async def _serve(self, channel) -> None:
-        rid = channel.id
-        waiting = self.waiting
-        futures: List[asyncio.Future] = []
-        create_future = self.loop.create_future
-
-        async def wait() -> None:
-            future = create_future()
-            if not futures:
-                waiting[rid] = futures
-            futures.append(future)
-            await future
-
-        async def receive() -> Dict[str, Any]:
-            message = channel.try_receive()
-            while message is None:
-                await wait()
-                message = channel.try_receive()
-            return message
-
-        async def send(message: Dict[str, Any]) -> None:
-            while not channel.try_send(message):
-                await wait()
-
-        try:
-            await self.app(channel.scope, receive, send)
-        except asyncio.CancelledError:
-            channel.abort("the ASGI request task was cancelled")
-        except BaseException:  # noqa: BLE001 - an app's failure must not stop the loop
-            channel.abort("the ASGI application failed\n" + traceback.format_exc())
-        else:
-            channel.finish()
-        finally:
-            waiting.pop(rid, None)
 
 
 class Lifespan:

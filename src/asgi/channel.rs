@@ -1,10 +1,13 @@
-//! One request's channel, as the executor's coroutines see it: non-blocking
-//! `try_receive()` and `try_send()` over the request's [`Exchange`].
+//! One request's channel, as the app sees it: its `receive` and `send`
+//! callables, over the request's [`Exchange`].
 //!
-//! The `receive`/`send` awaitables (in `m0serve/_asgi.py`) call these and,
-//! when one finds nothing to do (`None` / `False`), await a future that the
-//! request's app waker resolves; the failed call armed that waker under the
-//! exchange's lock, so no wake is lost. Messages are parsed here, in Rust:
+//! Each call first tries at once. When it finds its message or room for its
+//! answer it returns a ready awaitable ([`super::ready`]); when it does not,
+//! the failed try armed the exchange's app waker (under the exchange's lock,
+//! so no wake is lost) and the call returns a coroutine (`m0serve._asgi`)
+//! that awaits a future of this channel's, resolved by [`Channel::wake`] when
+//! the executor drains the request's id, and then tries again. Messages are
+//! parsed here, in Rust:
 //!
 //! - receive: `http.request` with the body as it arrives (`more_body` false on
 //!   the last piece), then `http.disconnect` once the client has gone (or the
@@ -36,6 +39,8 @@ use crate::app::{BodyRead, Exchange, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 
 use super::gate::Permit;
+use super::live::Live;
+use super::ready::Ready;
 
 /// Where the answer stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,11 +54,13 @@ enum Answer {
 #[pyclass(module = "m0serve", name = "AsgiChannel")]
 pub(super) struct Channel {
     exchange: Arc<Exchange>,
-    /// The request's id in the executor's wake queue.
-    #[pyo3(get)]
+    /// The request's id in the executor's wake queue and its [`Live`] map.
     id: u64,
-    #[pyo3(get)]
-    scope: Py<PyDict>,
+    live: Arc<Live>,
+    /// The futures that waiting `receive`/`send` calls await.
+    waiters: Vec<Py<PyAny>>,
+    /// The request's task, while it runs (see [`Live`]).
+    task: Option<Py<PyAny>>,
     /// `METHOD target`, for logs.
     what: String,
     is_head: bool,
@@ -74,7 +81,7 @@ impl Channel {
     pub(super) fn new(
         exchange: Arc<Exchange>,
         id: u64,
-        scope: Py<PyDict>,
+        live: Arc<Live>,
         what: String,
         is_head: bool,
         kind: RequestKind,
@@ -87,7 +94,9 @@ impl Channel {
         Channel {
             exchange,
             id,
-            scope,
+            live,
+            waiters: Vec::new(),
+            task: None,
             what,
             is_head,
             body_done: false,
@@ -98,6 +107,45 @@ impl Channel {
             status_allows_body: true,
             ws,
         }
+    }
+
+    /// The task running the request: kept until it ends.
+    pub(super) fn set_task(&mut self, task: Py<PyAny>) {
+        self.task = Some(task);
+    }
+
+    pub(super) fn task(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.task.as_ref().map(|t| t.clone_ref(py))
+    }
+
+    /// The exchange may let a waiting call make progress: resolve its futures.
+    pub(super) fn wake(&mut self, py: Python<'_>) -> PyResult<()> {
+        for future in self.waiters.drain(..) {
+            let future = future.bind(py);
+            // A cancelled wait left its future done.
+            if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
+                future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A future for a call that must wait, resolved by the next [`Self::wake`].
+    fn waiter(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let future = self
+            .live
+            .event_loop
+            .call_method0(py, intern!(py, "create_future"))?;
+        self.waiters.push(future.clone_ref(py));
+        Ok(future)
+    }
+
+    /// The task ended: leave the live requests, return the permit.
+    fn ended(&mut self) {
+        self.live.remove(self.id);
+        self.task = None;
+        self.waiters.clear();
+        self.permit = None;
     }
 
     /// Queue `event`; false when the answer is full (retry after a wake).
@@ -243,6 +291,48 @@ impl Channel {
 
 #[pymethods]
 impl Channel {
+    /// The app's `receive()`: ready at once, or a coroutine that waits.
+    fn receive(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let (message, future) = Self::receive_or_wait(&mut slf.borrow_mut(), py)?;
+        match future {
+            None => Ok(Py::new(py, Ready::new(message))?.into_any()),
+            Some(future) => {
+                let live = Arc::clone(&slf.borrow().live);
+                live.wait_receive.call1(py, (slf, future))
+            }
+        }
+    }
+
+    /// `(message, None)`, or `(None, future)` to await before trying again.
+    fn receive_or_wait(&mut self, py: Python<'_>) -> PyResult<(Py<PyAny>, Option<Py<PyAny>>)> {
+        match self.try_receive(py)? {
+            Some(message) => Ok((message.into_any().unbind(), None)),
+            None => Ok((py.None(), Some(self.waiter(py)?))),
+        }
+    }
+
+    /// The app's `send(message)`: done at once, or a coroutine that waits
+    /// for room and sends it then.
+    fn send(slf: &Bound<'_, Self>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let future = Self::send_or_wait(&mut slf.borrow_mut(), message)?;
+        let live = Arc::clone(&slf.borrow().live);
+        match future {
+            None => Ok(live.done.clone_ref(py).into_any()),
+            Some(future) => live.wait_send.call1(py, (slf, message, future)),
+        }
+    }
+
+    /// None once `message` is queued, or a future to await before trying again.
+    fn send_or_wait(&mut self, message: &Bound<'_, PyDict>) -> PyResult<Option<Py<PyAny>>> {
+        if self.try_send(message)? {
+            Ok(None)
+        } else {
+            self.waiter(message.py()).map(Some)
+        }
+    }
+
     /// The next message for `receive()`, or None when there is none yet.
     fn try_receive<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.ws.is_some() {
@@ -296,17 +386,18 @@ impl Channel {
 
     /// The application raised (`traceback` is its text) or was cancelled.
     #[pyo3(signature = (why))]
-    fn abort(&mut self, why: &str) {
+    pub(super) fn abort(&mut self, why: &str) {
         self.abort_with(why.trim_end());
-        self.permit = None; // the task ends
+        self.ended();
     }
 
     /// The application returned: an answer it did not complete is aborted.
     fn finish(&mut self) {
         if self.ws.is_some() {
-            return self.ws_finish();
+            self.ws_finish();
+        } else {
+            self.abort_with("the ASGI application returned without completing the response");
         }
-        self.abort_with("the ASGI application returned without completing the response");
-        self.permit = None; // the task ends
+        self.ended();
     }
 }

@@ -21,20 +21,25 @@
 
 mod channel;
 mod gate;
+mod live;
+mod ready;
 mod scope;
 mod wake;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use crate::app::{App, AppRequest, Exchange, Refused, RequestKind, ResponseEvent};
 use crate::cli::{EventLoop, Lifespan};
 use channel::Channel;
 use gate::{Gate, Permit};
+use live::Live;
 pub use wake::Inbox;
 
 /// How the ASGI layer serves.
@@ -57,12 +62,25 @@ struct Pending {
     permit: Option<Permit>,
 }
 
-/// What the Python side of the executor sees: the wake fd, the drain, the
-/// lifespan state and the logger.
+/// What the Python side of the executor sees: the wake fd, the lifespan
+/// state, the logger, and `on_wake`, which serves what is queued.
 #[pyclass(module = "m0serve", name = "AsgiExecutor", frozen)]
 struct Executor {
     inbox: Arc<Inbox<Pending>>,
     scope: scope::Constants,
+    /// Set by `bind`, on the loop thread.
+    bound: OnceLock<Bound_>,
+}
+
+/// The loop thread's part of the executor.
+struct Bound_ {
+    live: Arc<Live>,
+    app: Py<PyAny>,
+    /// `m0serve._asgi.serve(app, scope, receive, send, channel)`: runs the
+    /// app and ends the channel, whatever the app does.
+    serve: Py<PyAny>,
+    /// Makes the request's task from that coroutine (eager where Python has it).
+    new_task: Py<PyAny>,
 }
 
 #[pymethods]
@@ -78,37 +96,66 @@ impl Executor {
         self.scope.state.clone_ref(py)
     }
 
-    /// Take what is queued: `(new channels, woken request ids)`.
-    fn drain<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    /// Give the executor its loop (on the loop thread, before the first
+    /// wake). `glue` is `m0serve._asgi`: its `serve`, `wait_send` and
+    /// `wait_receive`; `new_task` makes a request's task from a coroutine.
+    fn bind(
+        &self,
+        event_loop: &Bound<'_, PyAny>,
+        app: Py<PyAny>,
+        new_task: Py<PyAny>,
+        glue: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let py = glue.py();
+        let live = Live::new(
+            py,
+            event_loop.clone().unbind(),
+            glue.getattr("wait_send")?.unbind(),
+            glue.getattr("wait_receive")?.unbind(),
+        )?;
+        self.bound
+            .set(Bound_ {
+                live: Arc::new(live),
+                app,
+                serve: glue.getattr("serve")?.unbind(),
+                new_task,
+            })
+            .map_err(|_| PyRuntimeError::new_err("the ASGI executor is bound already"))
+    }
+
+    /// The loop's reader callback: resolve the futures of the woken requests,
+    /// then start a task for each new one.
+    fn on_wake(&self, py: Python<'_>) -> PyResult<()> {
+        let bound = self
+            .bound
+            .get()
+            .ok_or_else(|| PyRuntimeError::new_err("the ASGI executor is not bound"))?;
         self.inbox.begin_drain();
-        let new = PyList::empty(py);
-        while let Some(Pending {
-            request,
-            exchange,
-            id,
-            permit,
-        }) = self.inbox.new.pop()
-        {
-            let what = format!("{} {}", request.head.method, request.head.target);
-            match scope::build(py, &self.scope, &request) {
-                Ok(scope) => {
-                    let is_head = request.head.is_head();
-                    let kind = request.kind;
-                    let channel =
-                        Channel::new(exchange, id, scope.unbind(), what, is_head, kind, permit);
-                    new.append(Bound::new(py, channel)?)?;
-                }
-                Err(e) => {
-                    tracing::error!(target: "m0serve::asgi", "{what}: building the scope failed: {e}");
-                    let _ = exchange.try_send(ResponseEvent::Abort);
-                }
+        while let Some(id) = self.inbox.woken.pop() {
+            // A request whose task has ended since needs nothing.
+            if let Some(channel) = bound.live.get(py, id) {
+                channel.bind(py).borrow_mut().wake(py)?;
             }
         }
-        let woken = PyList::empty(py);
-        while let Some(id) = self.inbox.woken.pop() {
-            woken.append(id)?;
+        while let Some(pending) = self.inbox.new.pop() {
+            if let Err(e) = self.start(py, bound, pending) {
+                tracing::error!(target: "m0serve::asgi", "starting an ASGI request failed: {e}");
+            }
         }
-        Ok((new, woken))
+        Ok(())
+    }
+
+    /// The tasks of the requests still running (for shutdown).
+    fn running_tasks(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        let Some(bound) = self.bound.get() else {
+            return Vec::new();
+        };
+        bound
+            .live
+            .all(py)
+            .iter()
+            .filter_map(|c| c.bind(py).borrow().task(py))
+            .collect()
     }
 
     /// Log `message` at `level` ("error", "warning", "info", "debug").
@@ -119,6 +166,54 @@ impl Executor {
             "warning" => tracing::warn!(target: "m0serve::asgi", "{message}"),
             "info" => tracing::info!(target: "m0serve::asgi", "{message}"),
             _ => tracing::debug!(target: "m0serve::asgi", "{message}"),
+        }
+    }
+}
+
+impl Executor {
+    /// Build the request's scope and channel and start its task. The channel
+    /// is live before the task exists: an eager task may end inside its
+    /// creation, and its end removes it.
+    fn start(&self, py: Python<'_>, bound: &Bound_, pending: Pending) -> PyResult<()> {
+        let Pending {
+            request,
+            exchange,
+            id,
+            permit,
+        } = pending;
+        let what = format!("{} {}", request.head.method, request.head.target);
+        let scope = match scope::build(py, &self.scope, &request) {
+            Ok(scope) => scope,
+            Err(e) => {
+                let _ = exchange.try_send(ResponseEvent::Abort);
+                return Err(e);
+            }
+        };
+        let is_head = request.head.is_head();
+        let live = Arc::clone(&bound.live);
+        let channel = Channel::new(exchange, id, live, what, is_head, request.kind, permit);
+        let channel = Bound::new(py, channel)?;
+        bound.live.insert(id, channel.clone().unbind());
+        let receive = channel.getattr(intern!(py, "receive"))?;
+        let send = channel.getattr(intern!(py, "send"))?;
+        let started = bound
+            .serve
+            .call1(py, (&bound.app, scope, receive, send, &channel))
+            .and_then(|coro| bound.new_task.call1(py, (coro,)));
+        match started {
+            Ok(task) => {
+                // Ended eagerly: the channel has left the live map already.
+                if bound.live.get(py, id).is_some() {
+                    channel.borrow_mut().set_task(task);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                channel
+                    .borrow_mut()
+                    .abort("the ASGI request task could not start");
+                Err(e)
+            }
         }
     }
 }
@@ -146,6 +241,7 @@ impl AsgiApp {
             Executor {
                 inbox: Arc::clone(&inbox),
                 scope: scope::Constants::new(py, &config.root_path)?,
+                bound: OnceLock::new(),
             },
         )?;
         Ok(Arc::new(AsgiApp {
