@@ -106,6 +106,7 @@ class Runner:
             loop.run_forever()
         finally:
             loop.remove_reader(fd)
+            executor.release_wakes()
             loop.close()
 
     def stop(self, timeout: float) -> None:

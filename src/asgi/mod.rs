@@ -36,6 +36,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::app::{App, AppRequest, Exchange, Refused, RequestKind, ResponseEvent};
+use crate::backend::held;
 use crate::cli::{EventLoop, Lifespan};
 use channel::Channel;
 use gate::{Gate, Permit};
@@ -81,6 +82,8 @@ struct Bound_ {
     serve: Py<PyAny>,
     /// Makes the request's task from that coroutine (eager where Python has it).
     new_task: Py<PyAny>,
+    /// This executor's `release_wakes`, queued on the loop by each `on_wake`.
+    release_wakes: Py<PyAny>,
 }
 
 #[pymethods]
@@ -100,7 +103,7 @@ impl Executor {
     /// wake). `glue` is `m0serve._asgi`: its `serve`, `wait_send` and
     /// `wait_receive`; `new_task` makes a request's task from a coroutine.
     fn bind(
-        &self,
+        slf: &Bound<'_, Self>,
         event_loop: &Bound<'_, PyAny>,
         app: Py<PyAny>,
         new_task: Py<PyAny>,
@@ -113,36 +116,45 @@ impl Executor {
             glue.getattr("wait_send")?.unbind(),
             glue.getattr("wait_receive")?.unbind(),
         )?;
-        self.bound
+        slf.get()
+            .bound
             .set(Bound_ {
                 live: Arc::new(live),
                 app,
                 serve: glue.getattr("serve")?.unbind(),
                 new_task,
+                release_wakes: slf.getattr("release_wakes")?.unbind(),
             })
             .map_err(|_| PyRuntimeError::new_err("the ASGI executor is bound already"))
     }
 
     /// The loop's reader callback: resolve the futures of the woken requests,
     /// then start a task for each new one.
+    ///
+    /// The cores' wakes are held ([`held`]) from here until `release_wakes`,
+    /// queued behind the steps of the tasks this wake started or resumed:
+    /// the answers of the whole batch then wake each core once.
     fn on_wake(&self, py: Python<'_>) -> PyResult<()> {
         let bound = self
             .bound
             .get()
             .ok_or_else(|| PyRuntimeError::new_err("the ASGI executor is not bound"))?;
-        self.inbox.begin_drain();
-        while let Some(id) = self.inbox.woken.pop() {
-            // A request whose task has ended since needs nothing.
-            if let Some(channel) = bound.live.get(py, id) {
-                channel.bind(py).borrow_mut().wake(py)?;
-            }
+        held::hold();
+        let served = self.serve_queued(py, bound);
+        let queued = bound.live.event_loop.call_method1(
+            py,
+            intern!(py, "call_soon"),
+            (&bound.release_wakes,),
+        );
+        if queued.is_err() {
+            held::release();
         }
-        while let Some(pending) = self.inbox.new.pop() {
-            if let Err(e) = self.start(py, bound, pending) {
-                tracing::error!(target: "m0serve::asgi", "starting an ASGI request failed: {e}");
-            }
-        }
-        Ok(())
+        served.and(queued.map(drop))
+    }
+
+    /// Make the cores' wakes held since the last `on_wake`.
+    fn release_wakes(&self) {
+        held::release();
     }
 
     /// The tasks of the requests still running (for shutdown).
@@ -171,6 +183,23 @@ impl Executor {
 }
 
 impl Executor {
+    /// Resolve the woken requests' futures, start the new requests' tasks.
+    fn serve_queued(&self, py: Python<'_>, bound: &Bound_) -> PyResult<()> {
+        self.inbox.begin_drain();
+        while let Some(id) = self.inbox.woken.pop() {
+            // A request whose task has ended since needs nothing.
+            if let Some(channel) = bound.live.get(py, id) {
+                channel.bind(py).borrow_mut().wake(py)?;
+            }
+        }
+        while let Some(pending) = self.inbox.new.pop() {
+            if let Err(e) = self.start(py, bound, pending) {
+                tracing::error!(target: "m0serve::asgi", "starting an ASGI request failed: {e}");
+            }
+        }
+        Ok(())
+    }
+
     /// Build the request's scope and channel and start its task. The channel
     /// is live before the task exists: an eager task may end inside its
     /// creation, and its end removes it.

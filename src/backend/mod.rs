@@ -10,6 +10,7 @@
 
 pub mod accept;
 pub mod admit;
+pub mod held;
 pub mod portable;
 pub mod select;
 pub mod sendfile;
@@ -107,9 +108,11 @@ impl Notifier {
         Notifier { board, core, key }
     }
 
-    /// Queue the session for its core's next pass (any thread, lock-free).
+    /// Queue the session for its core's next pass (any thread, lock-free),
+    /// waking the core if it is parked, unless this thread [`held`] its wakes.
     pub fn notify(&self) {
-        self.board.notify(self.core, self.key.to_bits());
+        self.board.queue(self.core, self.key.to_bits());
+        held::wake(&self.board, self.core);
     }
 }
 

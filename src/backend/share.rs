@@ -165,8 +165,13 @@ impl Board {
     /// pass, and wake the core if parked: from any thread, no syscall unless
     /// the core sleeps.
     pub fn notify(&self, core: usize, key: u64) {
-        self.slots[core].ready.push(key);
+        self.queue(core, key);
         self.wake(core);
+    }
+
+    /// Queue session `key` for `core`'s next pass without waking it.
+    pub fn queue(&self, core: usize, key: u64) {
+        self.slots[core].ready.push(key);
     }
 
     /// The sessions notified for `core` so far, at most as many as were
