@@ -16,6 +16,12 @@
 //! ones (on an asyncio executor thread), and `python`
 //! is the extension module (`m0serve._m0serve`) behind the `m0serve` console script.
 
+/// Requests are allocated on one thread and freed on another (a core thread
+/// and the app's): mimalloc frees across threads without glibc's arena
+/// contention, which cost ~6% of a core thread's time serving ASGI.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod app;
 #[cfg(feature = "python")]
 pub mod asgi;
