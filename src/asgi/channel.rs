@@ -42,6 +42,18 @@ use super::gate::Permit;
 use super::live::Live;
 use super::ready::Ready;
 
+/// `METHOD target`, formatted only when a log line needs it.
+pub(super) struct What {
+    pub(super) method: String,
+    pub(super) target: String,
+}
+
+impl std::fmt::Display for What {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.method, self.target)
+    }
+}
+
 /// Where the answer stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Answer {
@@ -61,8 +73,8 @@ pub(super) struct Channel {
     waiters: Vec<Py<PyAny>>,
     /// The request's task, while it runs (see [`Live`]).
     task: Option<Py<PyAny>>,
-    /// `METHOD target`, for logs.
-    what: String,
+    /// The request's method and target, for logs.
+    what: What,
     is_head: bool,
     /// The last `http.request` (more_body false) was delivered.
     body_done: bool,
@@ -82,7 +94,7 @@ impl Channel {
         exchange: Arc<Exchange>,
         id: u64,
         live: Arc<Live>,
-        what: String,
+        what: What,
         is_head: bool,
         kind: RequestKind,
         permit: Option<Permit>,

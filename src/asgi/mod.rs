@@ -210,7 +210,6 @@ impl Executor {
             id,
             permit,
         } = pending;
-        let what = format!("{} {}", request.head.method, request.head.target);
         let scope = match scope::build(py, &self.scope, &request) {
             Ok(scope) => scope,
             Err(e) => {
@@ -219,6 +218,11 @@ impl Executor {
             }
         };
         let is_head = request.head.is_head();
+        let mut head = request.head;
+        let what = channel::What {
+            method: std::mem::take(&mut head.method),
+            target: std::mem::take(&mut head.target),
+        };
         let live = Arc::clone(&bound.live);
         let channel = Channel::new(exchange, id, live, what, is_head, request.kind, permit);
         let channel = Bound::new(py, channel)?;
