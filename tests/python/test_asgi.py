@@ -56,6 +56,15 @@ def test_an_upload_arrives_in_several_messages(raw):
         "size": 0, "sha256": hashlib.sha256(b"").hexdigest(), "messages": 1}
 
 
+def test_receive_and_send_work_where_coroutines_do(raw):
+    # They return ready awaitables when they need not wait: tasks, wait_for,
+    # gather and a hand-stepped send() must treat them as coroutines.
+    body = b"abc" * 50000
+    r = httpx.post(raw.url + "/awaitables", content=iter([body[i:i + 4096] for i in range(0, len(body), 4096)]),
+                   timeout=10)
+    assert r.status_code == 200 and r.content == body * 2
+
+
 def test_a_stream_arrives_as_it_is_produced(raw, tmp_path):
     gate = tmp_path / "gate"
     sock, response = raw_get(raw, f"/stream?gate={gate}")

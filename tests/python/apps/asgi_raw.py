@@ -2,6 +2,7 @@
 flow control, disconnects, lifespan, and each way an app can fail."""
 
 import asyncio
+import collections.abc
 import hashlib
 import json
 import os
@@ -79,6 +80,31 @@ async def app(scope, receive, send):
             if not message.get("more_body", False):
                 break
         await _json(send, {"size": size, "sha256": digest.hexdigest(), "messages": messages})
+    elif path == "/awaitables":
+        # receive() and send() used the ways coroutines are: as tasks, under
+        # wait_for, in gather, stepped by hand. Each call's result must be a
+        # coroutine (collections.abc), whether it completed at once or waits.
+        def coroutine(awaitable):
+            assert isinstance(awaitable, collections.abc.Coroutine), type(awaitable)
+            return awaitable
+
+        await asyncio.sleep(0.05)  # the first piece of the body is in: receive() is ready
+        message = await asyncio.create_task(coroutine(receive()))
+        body = message["body"]
+        while message.get("more_body"):
+            message = await asyncio.wait_for(coroutine(receive()), 10)
+            body += message["body"]
+        step = coroutine(send({"type": "http.response.start", "status": 200,
+                               "headers": [(b"content-length", str(len(body) * 2).encode())]}))
+        try:
+            step.send(None)
+            raise AssertionError("a completed send() must stop at its first step")
+        except StopIteration as stop:
+            assert stop.value is None
+        await asyncio.gather(coroutine(send({"type": "http.response.body", "body": body, "more_body": True})))
+        await asyncio.wait_for(coroutine(send({"type": "http.response.body", "body": body, "more_body": True})), 10)
+        # An empty body never waits: the ready kind, as a task.
+        await asyncio.create_task(coroutine(send({"type": "http.response.body", "body": b""})))
     elif path == "/stream":
         gate = _query(scope)["gate"]
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
