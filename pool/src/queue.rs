@@ -107,6 +107,20 @@ impl<T> JobQueue<T> {
         }
     }
 
+    /// Park until a job is queued (true) or the queue is closed and empty
+    /// (false), taking nothing. Call it without the GIL: it may block.
+    pub(crate) fn wait_for_job(&self) -> bool {
+        loop {
+            if !self.jobs.is_empty() {
+                return true;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return false;
+            }
+            self.park();
+        }
+    }
+
     /// Take a job that is already queued: one non-blocking pop, never a spin
     /// or a park, so a thread may call it holding the GIL. Like every pop, it
     /// pays an owed `on_room` (a wake that neither blocks nor runs Python).

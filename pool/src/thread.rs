@@ -102,26 +102,43 @@ pub fn keep_thread_state() {
 
 /// A pool thread's life: keep a thread state, serve jobs until the queue is
 /// closed and drained, release the state.
+///
+/// With the keep rule on, a thread takes its jobs only while it holds the GIL
+/// ([`Turn::takes_attached`]): it waits for a job to be queued, attaches, and
+/// then pops. Otherwise it pops first and attaches to run what it popped.
 pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
     let _kept = KeptThreadState::keep();
     let mut run = Run::default();
     loop {
-        // `next_job` may park: it is called detached, so a parked thread holds
-        // no GIL.
+        // Both waits may park: they are called detached, so a parked thread
+        // holds no GIL.
         let asked = Instant::now();
-        let Some(job) = queue.next_job() else { break };
+        let first = if turn.takes_attached() {
+            if !queue.wait_for_job() {
+                break;
+            }
+            None
+        } else {
+            let Some(job) = queue.next_job() else { break };
+            Some(job)
+        };
         turn.stats.queue_wait(asked.elapsed());
-        serve(job, queue, turn, &mut run);
+        serve(first, queue, turn, &mut run);
         turn.dropped(&mut run);
     }
 }
 
-/// One attach, the only place a pool thread takes the GIL: the job, then the
-/// jobs already queued behind it while the slice lasts (the keep rule).
-fn serve(job: Job, queue: &JobQueue<Job>, turn: &Turn, run: &mut Run) {
+/// One attach, the only place a pool thread takes the GIL: the job (`first`,
+/// or the next queued one), then the jobs already queued behind it while the
+/// slice lasts (the keep rule). A job another thread took meanwhile leaves
+/// nothing to do.
+fn serve(first: Option<Job>, queue: &JobQueue<Job>, turn: &Turn, run: &mut Run) {
     let asked = turn.enter_attach();
     Python::attach(|py| {
         turn.attached(asked, run);
+        let Some(job) = first.or_else(|| queue.try_next_job()) else {
+            return;
+        };
         run_job(py, job);
         run.jobs += 1;
         while turn.may_keep(run) {
