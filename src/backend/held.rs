@@ -6,52 +6,81 @@
 //! virtual machine an interrupt to an idle CPU), to write one response per
 //! pass. Held, it is woken once and writes the batch in one pass. The
 //! notifications themselves are queued at once; only the wake waits, and only
-//! on the holding thread.
+//! on the holding thread, and for at most [`HOLD_BOUND`]: a batch with a slow
+//! step in it (an app that blocks its loop) does not hold back the answers
+//! finished before it.
 
 use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::share::Board;
 
-/// A core owed a wake: its board and its index.
-type Owed = (Arc<Board>, usize);
+/// The longest a wake is held: a notification later than this into a hold
+/// releases it.
+pub const HOLD_BOUND: Duration = Duration::from_millis(1);
+
+/// What a holding thread owes: the cores to wake (board and index), and
+/// when the hold ends.
+struct Hold {
+    until: Instant,
+    owed: Vec<(Arc<Board>, usize)>,
+}
 
 thread_local! {
-    /// The cores owed a wake while this thread holds them (None: not holding).
-    static HELD: RefCell<Option<Vec<Owed>>> = const { RefCell::new(None) };
+    /// This thread's hold, if it holds its wakes.
+    static HELD: RefCell<Option<Hold>> = const { RefCell::new(None) };
 }
 
 /// Hold this thread's wakes until [`release`] (holding twice holds once).
 pub fn hold() {
+    hold_for(HOLD_BOUND);
+}
+
+fn hold_for(bound: Duration) {
     HELD.with(|h| {
-        h.borrow_mut().get_or_insert_with(Vec::new);
+        h.borrow_mut().get_or_insert_with(|| Hold {
+            until: Instant::now() + bound,
+            owed: Vec::new(),
+        });
     });
 }
 
 /// Stop holding, and wake each core owed a wake that is still parked.
 pub fn release() {
-    let owed = HELD.with(|h| h.borrow_mut().take());
-    for (board, core) in owed.into_iter().flatten() {
+    let hold = HELD.with(|h| h.borrow_mut().take());
+    for (board, core) in hold.into_iter().flat_map(|h| h.owed) {
         board.wake(core);
     }
 }
 
 /// Wake `core` (if parked), or note it for [`release`] while holding.
 pub(super) fn wake(board: &Arc<Board>, core: usize) {
-    let held = HELD.with(|h| match h.borrow_mut().as_mut() {
-        Some(owed) => {
-            if !owed
-                .iter()
-                .any(|(b, c)| *c == core && Arc::ptr_eq(b, board))
-            {
-                owed.push((Arc::clone(board), core));
-            }
-            true
+    let held = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        let Some(hold) = h.as_mut() else {
+            return Some(false);
+        };
+        if Instant::now() > hold.until {
+            return None;
         }
-        None => false,
+        if !hold
+            .owed
+            .iter()
+            .any(|(b, c)| *c == core && Arc::ptr_eq(b, board))
+        {
+            hold.owed.push((Arc::clone(board), core));
+        }
+        Some(true)
     });
-    if !held {
-        board.wake(core);
+    match held {
+        Some(true) => {}
+        Some(false) => board.wake(core),
+        // Held too long: make every owed wake now, and this one.
+        None => {
+            release();
+            board.wake(core);
+        }
     }
 }
 
@@ -79,7 +108,8 @@ mod tests {
     #[test]
     fn held_wakes_are_made_once_at_release() {
         let (board, woken) = parked_board();
-        hold();
+        // A bound no scheduling delay reaches: the wakes wait for the release.
+        hold_for(Duration::from_secs(60));
         for _ in 0..5 {
             wake(&board, 1);
         }
@@ -91,9 +121,25 @@ mod tests {
     }
 
     #[test]
-    fn holding_is_per_thread() {
+    fn a_hold_past_its_bound_wakes_at_once() {
         let (board, woken) = parked_board();
         hold();
+        std::thread::sleep(HOLD_BOUND * 2);
+        wake(&board, 1);
+        assert!(
+            woken.load(Ordering::SeqCst) >= 1,
+            "a notification past the bound wakes"
+        );
+        let before = woken.load(Ordering::SeqCst);
+        release();
+        wake(&board, 1);
+        assert_eq!(woken.load(Ordering::SeqCst), before + 1, "the hold ended");
+    }
+
+    #[test]
+    fn holding_is_per_thread() {
+        let (board, woken) = parked_board();
+        hold_for(Duration::from_secs(60));
         let b = Arc::clone(&board);
         std::thread::spawn(move || wake(&b, 1)).join().unwrap();
         assert_eq!(
