@@ -308,7 +308,7 @@ impl Channel {
         let py = slf.py();
         let (message, future) = Self::receive_or_wait(&mut slf.borrow_mut(), py)?;
         match future {
-            None => Ok(Py::new(py, Ready::new(message))?.into_any()),
+            None => Ok(Py::new(py, Ready::new(Some(message)))?.into_any()),
             Some(future) => {
                 let live = Arc::clone(&slf.borrow().live);
                 live.wait_receive.call1(py, (slf, future))

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use pyo3::prelude::*;
 
 use super::channel::Channel;
-use super::ready::Done;
+use super::ready::Ready;
 
 /// What `bind` gives the executor: the loop and the slow paths' coroutines.
 pub(super) struct Live {
@@ -23,7 +23,7 @@ pub(super) struct Live {
     /// `m0serve._asgi.wait_receive(channel, future)`.
     pub(super) wait_receive: Py<PyAny>,
     /// The shared result of every `send()` that was queued at once.
-    pub(super) done: Py<Done>,
+    pub(super) done: Py<Ready>,
     /// Never held while Python code runs (a channel's calls may re-enter).
     channels: Mutex<HashMap<u64, Py<Channel>>>,
 }
@@ -39,7 +39,7 @@ impl Live {
             event_loop,
             wait_send,
             wait_receive,
-            done: Py::new(py, Done)?,
+            done: Py::new(py, Ready::new(None))?,
             channels: Mutex::new(HashMap::new()),
         })
     }
