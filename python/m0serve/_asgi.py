@@ -67,11 +67,13 @@ async def wait_receive(channel, future) -> Dict[str, Any]:
             return message
 
 
-def task_maker(loop):
-    """Makes a request's task: eager where Python has it (3.12+)."""
+def eager_task(loop):
+    """Makes an eager task where Python has them (3.12+), else None (the
+    executor then uses ``loop.create_task``, as it does whenever the app has
+    set a task factory)."""
     if sys.version_info >= (3, 12):
         return functools.partial(asyncio.Task, loop=loop, eager_start=True)
-    return loop.create_task
+    return None
 
 
 class Runner:
@@ -89,6 +91,8 @@ class Runner:
     def start(self) -> Optional[str]:
         """Start the loop thread and run lifespan startup; the reason it
         failed, or None."""
+        # Bound here, before the loop runs: a failure stops the start.
+        self.executor.bind(self.loop, self.app, eager_task(self.loop), sys.modules[__name__])
         self.thread = threading.Thread(target=self._run, name="m0serve-asgi", daemon=True)
         self.thread.start()
         if self.lifespan is None:
@@ -99,7 +103,6 @@ class Runner:
         loop = self.loop
         asyncio.set_event_loop(loop)
         executor = self.executor
-        executor.bind(loop, self.app, task_maker(loop), sys.modules[__name__])
         fd = executor.fd()
         loop.add_reader(fd, executor.on_wake)
         try:
@@ -130,6 +133,8 @@ class Runner:
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks, timeout=timeout)
+        # A task cancelled before its first step never ended its request.
+        self.executor.abort_running("the server shut down before the ASGI request task ran")
         if self.lifespan is not None:
             try:
                 await asyncio.wait_for(self.lifespan.shutdown(), timeout)

@@ -130,20 +130,22 @@ impl Channel {
         self.task.as_ref().map(|t| t.clone_ref(py))
     }
 
-    /// The exchange may let a waiting call make progress: resolve its futures.
-    pub(super) fn wake(&mut self, py: Python<'_>) -> PyResult<()> {
+    /// The exchange may let a waiting call make progress: resolve its
+    /// futures. One that fails is logged; the others are still resolved.
+    pub(super) fn wake(&mut self, py: Python<'_>) {
         for future in self.waiters.drain(..) {
-            let future = future.bind(py);
-            // A cancelled wait left its future done.
-            if !future.call_method0(intern!(py, "done"))?.is_truthy()? {
-                future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+            if let Err(e) = resolve(future.bind(py)) {
+                tracing::error!(target: "m0serve::asgi", "{}: waking a wait failed: {e}", self.what);
             }
         }
-        Ok(())
     }
 
     /// A future for a call that must wait, resolved by the next [`Self::wake`].
+    /// Futures left by waits that were cancelled are dropped here, so that a
+    /// request that polls with timeouts does not gather them.
     fn waiter(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.waiters
+            .retain(|f| !is_done(f.bind(py)).unwrap_or(true));
         let future = self
             .live
             .event_loop
@@ -299,6 +301,21 @@ impl Channel {
         tracing::error!(target: "m0serve::asgi", "{}: {why}", self.what);
         let _ = self.exchange.try_send(ResponseEvent::Abort);
     }
+}
+
+fn is_done(future: &Bound<'_, PyAny>) -> PyResult<bool> {
+    future
+        .call_method0(intern!(future.py(), "done"))?
+        .is_truthy()
+}
+
+/// Resolve a waiting call's future (a cancelled wait left it done already).
+fn resolve(future: &Bound<'_, PyAny>) -> PyResult<()> {
+    if !is_done(future)? {
+        let py = future.py();
+        future.call_method1(intern!(py, "set_result"), (py.None(),))?;
+    }
+    Ok(())
 }
 
 #[pymethods]

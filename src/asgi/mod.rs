@@ -80,8 +80,9 @@ struct Bound_ {
     /// `m0serve._asgi.serve(app, scope, receive, send, channel)`: runs the
     /// app and ends the channel, whatever the app does.
     serve: Py<PyAny>,
-    /// Makes the request's task from that coroutine (eager where Python has it).
-    new_task: Py<PyAny>,
+    /// `asyncio.Task(coro, loop=..., eager_start=True)` where Python has
+    /// eager tasks (3.12+); else tasks come from `loop.create_task`.
+    eager_task: Option<Py<PyAny>>,
     /// This executor's `release_wakes`, queued on the loop by each `on_wake`.
     release_wakes: Py<PyAny>,
 }
@@ -99,14 +100,14 @@ impl Executor {
         self.scope.state.clone_ref(py)
     }
 
-    /// Give the executor its loop (on the loop thread, before the first
-    /// wake). `glue` is `m0serve._asgi`: its `serve`, `wait_send` and
-    /// `wait_receive`; `new_task` makes a request's task from a coroutine.
+    /// Give the executor its loop (before the loop runs). `glue` is
+    /// `m0serve._asgi`: its `serve`, `wait_send` and `wait_receive`;
+    /// `eager_task` makes an eager task from a coroutine, where Python can.
     fn bind(
         slf: &Bound<'_, Self>,
         event_loop: &Bound<'_, PyAny>,
         app: Py<PyAny>,
-        new_task: Py<PyAny>,
+        eager_task: Option<Py<PyAny>>,
         glue: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = glue.py();
@@ -122,7 +123,7 @@ impl Executor {
                 live: Arc::new(live),
                 app,
                 serve: glue.getattr("serve")?.unbind(),
-                new_task,
+                eager_task,
                 release_wakes: slf.getattr("release_wakes")?.unbind(),
             })
             .map_err(|_| PyRuntimeError::new_err("the ASGI executor is bound already"))
@@ -140,7 +141,7 @@ impl Executor {
             .get()
             .ok_or_else(|| PyRuntimeError::new_err("the ASGI executor is not bound"))?;
         held::hold();
-        let served = self.serve_queued(py, bound);
+        self.serve_queued(py, bound);
         let queued = bound.live.event_loop.call_method1(
             py,
             intern!(py, "call_soon"),
@@ -149,7 +150,7 @@ impl Executor {
         if queued.is_err() {
             held::release();
         }
-        served.and(queued.map(drop))
+        queued.map(drop)
     }
 
     /// Make the cores' wakes held since the last `on_wake`.
@@ -170,6 +171,17 @@ impl Executor {
             .collect()
     }
 
+    /// End every request still live with `why` (shutdown, after cancelling
+    /// their tasks: a task cancelled before its first step never ran the
+    /// wrapper that would have ended its request).
+    fn abort_running(&self, py: Python<'_>, why: &str) {
+        if let Some(bound) = self.bound.get() {
+            for channel in bound.live.all(py) {
+                channel.bind(py).borrow_mut().abort(why);
+            }
+        }
+    }
+
     /// Log `message` at `level` ("error", "warning", "info", "debug").
     fn log(&self, level: &str, message: &str) {
         let message = message.trim_end();
@@ -184,20 +196,33 @@ impl Executor {
 
 impl Executor {
     /// Resolve the woken requests' futures, start the new requests' tasks.
-    fn serve_queued(&self, py: Python<'_>, bound: &Bound_) -> PyResult<()> {
+    ///
+    /// Only what was queued when the drain began: a push after it has
+    /// signalled the fd again, and the loop gets its turn (timers, resumed
+    /// tasks, shutdown) before the next batch. A failure is logged and the
+    /// batch goes on: the fd was cleared, nothing would come back for the rest.
+    fn serve_queued(&self, py: Python<'_>, bound: &Bound_) {
         self.inbox.begin_drain();
-        while let Some(id) = self.inbox.woken.pop() {
+        for _ in 0..self.inbox.woken.len() {
+            let Some(id) = self.inbox.woken.pop() else {
+                break;
+            };
             // A request whose task has ended since needs nothing.
             if let Some(channel) = bound.live.get(py, id) {
-                channel.bind(py).borrow_mut().wake(py)?;
+                channel.bind(py).borrow_mut().wake(py);
             }
         }
-        while let Some(pending) = self.inbox.new.pop() {
+        for _ in 0..self.inbox.new.len() {
+            let Some(pending) = self.inbox.new.pop() else {
+                break;
+            };
             if let Err(e) = self.start(py, bound, pending) {
                 tracing::error!(target: "m0serve::asgi", "starting an ASGI request failed: {e}");
             }
+            // An eager step that ran long must not hold back the answers
+            // finished before it.
+            held::refresh();
         }
-        Ok(())
     }
 
     /// Build the request's scope and channel and start its task. The channel
@@ -227,12 +252,14 @@ impl Executor {
         let channel = Channel::new(exchange, id, live, what, is_head, request.kind, permit);
         let channel = Bound::new(py, channel)?;
         bound.live.insert(id, channel.clone().unbind());
-        let receive = channel.getattr(intern!(py, "receive"))?;
-        let send = channel.getattr(intern!(py, "send"))?;
-        let started = bound
-            .serve
-            .call1(py, (&bound.app, scope, receive, send, &channel))
-            .and_then(|coro| bound.new_task.call1(py, (coro,)));
+        let started = (|| {
+            let receive = channel.getattr(intern!(py, "receive"))?;
+            let send = channel.getattr(intern!(py, "send"))?;
+            let coro = bound
+                .serve
+                .call1(py, (&bound.app, scope, receive, send, &channel))?;
+            bound.new_task(py, coro)
+        })();
         match started {
             Ok(task) => {
                 // Ended eagerly: the channel has left the live map already.
@@ -242,12 +269,32 @@ impl Executor {
                 Ok(())
             }
             Err(e) => {
+                // Aborting ends it: its permit back, out of the live map.
                 channel
                     .borrow_mut()
                     .abort("the ASGI request task could not start");
                 Err(e)
             }
         }
+    }
+}
+
+impl Bound_ {
+    /// The request's task: eager where Python has it, unless the app set a
+    /// task factory on the loop (tracing, context), which then makes it.
+    fn new_task(&self, py: Python<'_>, coro: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        let event_loop = self.live.event_loop.bind(py);
+        if let Some(eager) = &self.eager_task {
+            if event_loop
+                .call_method0(intern!(py, "get_task_factory"))?
+                .is_none()
+            {
+                return eager.call1(py, (coro,));
+            }
+        }
+        Ok(event_loop
+            .call_method1(intern!(py, "create_task"), (coro,))?
+            .unbind())
     }
 }
 

@@ -6,9 +6,10 @@
 //! virtual machine an interrupt to an idle CPU), to write one response per
 //! pass. Held, it is woken once and writes the batch in one pass. The
 //! notifications themselves are queued at once; only the wake waits, and only
-//! on the holding thread, and for at most [`HOLD_BOUND`]: a batch with a slow
-//! step in it (an app that blocks its loop) does not hold back the answers
-//! finished before it.
+//! on the holding thread, and for about [`HOLD_BOUND`]: the bound is checked
+//! at each notification and at each [`refresh`] (the ASGI loop refreshes
+//! after each request it starts), so a step that blocks its loop holds back
+//! the answers finished before it by no more than that step.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -44,6 +45,20 @@ fn hold_for(bound: Duration) {
             owed: Vec::new(),
         });
     });
+}
+
+/// Past the bound, make the owed wakes and hold anew: for a holder that runs
+/// long pieces of work between notifications (a step per request).
+pub fn refresh() {
+    let past = HELD.with(|h| {
+        h.borrow()
+            .as_ref()
+            .is_some_and(|h| Instant::now() > h.until)
+    });
+    if past {
+        release();
+        hold();
+    }
 }
 
 /// Stop holding, and wake each core owed a wake that is still parked.
@@ -134,6 +149,27 @@ mod tests {
         release();
         wake(&board, 1);
         assert_eq!(woken.load(Ordering::SeqCst), before + 1, "the hold ended");
+    }
+
+    #[test]
+    fn a_refresh_past_the_bound_makes_the_owed_wakes_and_holds_anew() {
+        let (board, woken) = parked_board();
+        hold();
+        wake(&board, 1);
+        refresh();
+        assert_eq!(
+            woken.load(Ordering::SeqCst),
+            0,
+            "inside the bound: still held"
+        );
+        std::thread::sleep(HOLD_BOUND * 2);
+        refresh();
+        assert_eq!(woken.load(Ordering::SeqCst), 1, "past the bound: made");
+        hold_for(Duration::from_secs(60)); // holding already: no new hold
+        wake(&board, 1);
+        assert_eq!(woken.load(Ordering::SeqCst), 1, "held anew");
+        release();
+        assert_eq!(woken.load(Ordering::SeqCst), 2);
     }
 
     #[test]

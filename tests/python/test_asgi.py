@@ -206,6 +206,12 @@ def test_a_task_still_running_at_the_graceful_timeout_is_cancelled(backend, tmp_
     assert mark.read_text() == "cancelled"
 
 
+def test_request_tasks_come_from_the_apps_task_factory(serve):
+    # Eager request tasks (Python 3.12+) must not bypass a factory the app set.
+    server = serve("asgi_raw:with_task_factory", *ASGI)
+    assert httpx.get(server.url + "/", timeout=10).json() == {"made_by_factory": True}
+
+
 @pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
 def test_the_event_loop_flag(serve, event_loop):
     if event_loop == "uvloop":

@@ -177,3 +177,27 @@ async def http_only(scope, receive, send):
     """Raises on the lifespan scope: --lifespan auto serves it, on refuses it."""
     assert scope["type"] == "http", "only HTTP here"
     await _json(send, {"ok": True})
+
+
+# Tasks made by the task factory the app installs at startup (tracing and
+# context tools do this): the server must make request tasks through it.
+FACTORY_MADE = set()
+
+
+async def with_task_factory(scope, receive, send):
+    if scope["type"] == "lifespan":
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+
+        def factory(loop, coro, **kwargs):
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+            FACTORY_MADE.add(task)
+            task.add_done_callback(FACTORY_MADE.discard)
+            return task
+
+        asyncio.get_running_loop().set_task_factory(factory)
+        await send({"type": "lifespan.startup.complete"})
+        message = await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await _json(send, {"made_by_factory": asyncio.current_task() in FACTORY_MADE})
