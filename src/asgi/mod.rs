@@ -69,12 +69,12 @@ struct Pending {
 struct Executor {
     inbox: Arc<Inbox<Pending>>,
     scope: scope::Constants,
-    /// Set by `bind`, on the loop thread.
-    bound: OnceLock<Bound_>,
+    /// Set by `bind`, before the loop runs.
+    bound: OnceLock<LoopSide>,
 }
 
-/// The loop thread's part of the executor.
-struct Bound_ {
+/// What the executor works with on the loop thread: its handles, the app, the glue.
+struct LoopSide {
     live: Arc<Live>,
     app: Py<PyAny>,
     /// `m0serve._asgi.serve(app, scope, receive, send, channel)`: runs the
@@ -119,7 +119,7 @@ impl Executor {
         )?;
         slf.get()
             .bound
-            .set(Bound_ {
+            .set(LoopSide {
                 live: Arc::new(live),
                 app,
                 serve: glue.getattr("serve")?.unbind(),
@@ -201,7 +201,7 @@ impl Executor {
     /// signalled the fd again, and the loop gets its turn (timers, resumed
     /// tasks, shutdown) before the next batch. A failure is logged and the
     /// batch goes on: the fd was cleared, nothing would come back for the rest.
-    fn serve_queued(&self, py: Python<'_>, bound: &Bound_) {
+    fn serve_queued(&self, py: Python<'_>, bound: &LoopSide) {
         self.inbox.begin_drain();
         for _ in 0..self.inbox.woken.len() {
             let Some(id) = self.inbox.woken.pop() else {
@@ -228,7 +228,7 @@ impl Executor {
     /// Build the request's scope and channel and start its task. The channel
     /// is live before the task exists: an eager task may end inside its
     /// creation, and its end removes it.
-    fn start(&self, py: Python<'_>, bound: &Bound_, pending: Pending) -> PyResult<()> {
+    fn start(&self, py: Python<'_>, bound: &LoopSide, pending: Pending) -> PyResult<()> {
         let Pending {
             request,
             exchange,
@@ -279,7 +279,7 @@ impl Executor {
     }
 }
 
-impl Bound_ {
+impl LoopSide {
     /// The request's task: eager where Python has it, unless the app set a
     /// task factory on the loop (tracing, context), which then makes it.
     fn new_task(&self, py: Python<'_>, coro: Py<PyAny>) -> PyResult<Py<PyAny>> {
