@@ -7,9 +7,11 @@
 //! when no wake is pending; each exchange gets an app waker that queues the
 //! request's id the same way whenever the core made progress the app was
 //! waiting for (body data or a WebSocket message, room for the answer, the
-//! client's departure). The
-//! loop's reader callback drains both queues: new requests become tasks
-//! ([`channel::Channel`] + [`scope`]), woken ids resolve their futures.
+//! client's departure). The loop's reader callback, [`Executor`]'s
+//! `on_wake`, drains both queues: new requests become tasks ([`scope`],
+//! [`channel::Channel`], [`live`]; eager on Python 3.12+), woken ids resolve
+//! their futures. The app's `receive`/`send` complete at once when they can
+//! ([`ready`]); the answers of one drain wake each core once (held wakes).
 //!
 //! At most `--backpressure` HTTP requests are in flight on the loop
 //! ([`gate`]): past that the call is refused and the core stops reading the
