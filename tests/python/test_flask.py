@@ -17,9 +17,10 @@ from helpers import raw_get
 UPLOAD = bytes(range(256)) * 1024 + b"tail"  # 256 KiB + 4: binary, several reads
 
 
-@pytest.fixture(params=["1", "0"], ids=["threads1", "loop-only"])
+@pytest.fixture(params=["1", "4", "0"], ids=["threads1", "threads4", "loop-only"])
 def flask_server(serve, request):
-    """The Flask app on one pool thread, and in the loop-only shape."""
+    """The Flask app on one pool thread, on four (the GIL turn: jobs taken
+    under the GIL), and in the loop-only shape."""
     return serve("flask_app:app", f"--blocking-threads={request.param}")
 
 
