@@ -156,12 +156,6 @@ def main():
     base = summary[spec["baseline"]]["rps"]
     for s in summary.values():
         s["ratio"] = s["rps"] / base
-    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
-    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
-    json_name = "%s-%s.json" % (spec["name"], stamp)
-    doc = {"date": stamp, "spec": spec, "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
-           "runs": runs, "summary": summary}
-    json.dump(doc, open(os.path.join(ROOT, "bench/results", json_name), "w"), indent=2)
     targets = spec.get("targets", {})
     rows = ["| server | median req/s | ratio to %s | target | p50 | p99 | max | non-2xx |" % spec["baseline"],
             "|---|---:|---:|---|---:|---:|---:|---:|"]
@@ -172,13 +166,27 @@ def main():
         rows.append("| %s | %s | %.2fx | %s | %.2f ms | %.2f ms | %.1f ms | %d |" % (
             arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], verdict,
             s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"]))
-    md = "# %s\n\n%s: wrk -t%d -c%d -d%s, %d alternating rounds per arm, %s (%d CPUs, Linux %s).\nRaw runs: [%s](%s).\n\n%s\n" % (
-        spec["title"], stamp, spec["threads"], spec["connections"], spec["duration"], spec["rounds"],
+    setup = "wrk -t%d -c%d -d%s, %d alternating rounds per arm, %s (%d CPUs, Linux %s)." % (
+        spec["threads"], spec["connections"], spec["duration"], spec["rounds"],
         "servers on CPUs %s, wrk on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
-        os.cpu_count(), platform.release(), json_name, json_name, "\n".join(rows))
+        os.cpu_count(), platform.release())
+    save_results(spec, runs, summary, setup, rows)
+
+
+def save_results(spec, runs, summary, setup, rows):
+    """Write the raw runs (bench/results/NAME-STAMP.json) and the table
+    (bench/results/NAME.md: the title, when and how (`setup`), a link to the
+    raw runs, the `rows`), and print the table."""
+    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    json_name = "%s-%s.json" % (spec["name"], stamp)
+    doc = {"date": stamp, "spec": spec, "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
+           "runs": runs, "summary": summary}
+    json.dump(doc, open(os.path.join(ROOT, "bench/results", json_name), "w"), indent=2)
+    md = "# %s\n\n%s: %s\nRaw runs: [%s](%s).\n\n%s\n" % (
+        spec["title"], stamp, setup, json_name, json_name, "\n".join(rows))
     open(os.path.join(ROOT, "bench/results", spec["name"] + ".md"), "w").write(md)
     print(md)
-
 
 if __name__ == "__main__":
     main()

@@ -21,9 +21,8 @@ import platform
 import resource
 import subprocess
 import sys
-import time
 
-from compare import ROOT, alternate, medians, start_servers, stop_servers  # noqa: E402
+from compare import alternate, medians, save_results, start_servers, stop_servers  # noqa: E402
 
 
 def children_cpu():
@@ -64,12 +63,6 @@ def main():
         summary[arm["name"]]["errors"] = sum(len(r["errors"]) for r in runs if r["arm"] == arm["name"])
     for s in summary.values():
         s["ratios"] = {b: s["msgs_per_sec"] / summary[b]["msgs_per_sec"] for b in spec["baselines"]}
-    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
-    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
-    json_name = "%s-%s.json" % (spec["name"], stamp)
-    doc = {"date": stamp, "spec": spec, "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
-           "runs": runs, "summary": summary}
-    json.dump(doc, open(os.path.join(ROOT, "bench/results", json_name), "w"), indent=2)
     rows = ["| server | median msgs/s | %s | p50 | p99 | max | client CPU | errors |" % " | ".join(
                 "ratio to %s" % b for b in spec["baselines"]),
             "|---|---:|%s---:|---:|---:|---:|---:|" % ("---:|" * len(spec["baselines"]))]
@@ -79,14 +72,13 @@ def main():
             arm.get("label", arm["name"]), format(round(s["msgs_per_sec"]), ","),
             " | ".join("%.2fx" % s["ratios"][b] for b in spec["baselines"]),
             s["p50_ms"], s["p99_ms"], s["max_ms"], s["client_cpu"], s["errors"]))
-    md = ("# %s\n\n%s: ws_bench (examples/ws_bench.rs), %d connections, %d-byte text messages, %ss runs, "
-          "%d alternating rounds per arm, no pinning (%d CPUs, Linux %s). Messages per second are echo "
-          "round trips per second over all connections; client CPU is ws_bench's CPU seconds per second (of %d CPUs).\nRaw runs: [%s](%s).\n\n%s\n") % (
-        spec["title"], stamp, spec["connections"], spec["message_bytes"], spec["seconds"], spec["rounds"],
-        os.cpu_count(), platform.release(), os.cpu_count(), json_name, json_name, "\n".join(rows))
-    open(os.path.join(ROOT, "bench/results", spec["name"] + ".md"), "w").write(md)
-    print(md)
-
+    setup = ("ws_bench (examples/ws_bench.rs), %d connections, %d-byte text messages, %ss runs, "
+             "%d alternating rounds per arm, no pinning (%d CPUs, Linux %s). Messages per second are echo "
+             "round trips per second over all connections; client CPU is ws_bench's CPU seconds per second "
+             "(of %d CPUs).") % (
+        spec["connections"], spec["message_bytes"], spec["seconds"], spec["rounds"],
+        os.cpu_count(), platform.release(), os.cpu_count())
+    save_results(spec, runs, summary, setup, rows)
 
 if __name__ == "__main__":
     main()
