@@ -178,14 +178,7 @@ impl ServerConn {
         if self.closed {
             return;
         }
-        // Compact first so the buffer only ever holds unconsumed bytes.
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-        } else if self.pos > 0 {
-            self.buf.drain(..self.pos);
-        }
-        self.pos = 0;
-        self.buf.extend_from_slice(data);
+        append_unread(&mut self.buf, &mut self.pos, data);
     }
 
     /// The peer closed its sending side (see the module docs for what follows).
@@ -527,6 +520,19 @@ impl ServerConn {
         self.pos = 0;
         rest
     }
+}
+
+/// Append `data` to a read buffer whose first `pos` bytes are consumed,
+/// compacting first so that the buffer only ever holds unconsumed bytes
+/// (`pos` is 0 afterwards). Shared by the HTTP and WebSocket connections.
+pub(crate) fn append_unread(buf: &mut Vec<u8>, pos: &mut usize, data: &[u8]) {
+    if *pos == buf.len() {
+        buf.clear();
+    } else if *pos > 0 {
+        buf.drain(..*pos);
+    }
+    *pos = 0;
+    buf.extend_from_slice(data);
 }
 
 #[cfg(test)]

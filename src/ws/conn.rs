@@ -29,6 +29,7 @@ use super::close::{
 };
 use super::frame::{self, apply_mask, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD};
 use super::utf8::Utf8Check;
+use crate::http::conn::append_unread;
 
 /// What the connection read.
 #[derive(Debug, PartialEq, Eq)]
@@ -101,14 +102,7 @@ impl WsConn {
         if self.failed || self.close_received.is_some() {
             return;
         }
-        // Compact first so the buffer only ever holds unconsumed bytes.
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-        } else if self.pos > 0 {
-            self.buf.drain(..self.pos);
-        }
-        self.pos = 0;
-        self.buf.extend_from_slice(data);
+        append_unread(&mut self.buf, &mut self.pos, data);
     }
 
     /// The next event from the received bytes, if a whole one is there.
