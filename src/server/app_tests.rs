@@ -255,30 +255,38 @@ fn read_frame(r: &mut impl Read) -> (u8, Vec<u8>) {
     }
 }
 
+/// A WebSocket upgrade request (the RFC 6455 sample key).
+const WS_UPGRADE: &[u8] =
+    b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+    Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
+/// An app that accepts the WebSocket and echoes it; once its loop ends, what
+/// `echo_messages` returned (the disconnect's code) is in the second half.
+#[allow(clippy::type_complexity)]
+fn ws_echo_app() -> (ThreadApp, Arc<std::sync::Mutex<Option<Option<u16>>>>) {
+    let last = Arc::new(std::sync::Mutex::new(None));
+    let seen = last.clone();
+    let app = ThreadApp::new(move |_req, ex| {
+        let accept = ResponseEvent::WsAccept {
+            subprotocol: None,
+            headers: vec![],
+        };
+        send(&ex, accept).unwrap();
+        *seen.lock().unwrap() = Some(crate::app::testing::echo_messages(&ex));
+    })
+    .websocket();
+    (app, last)
+}
+
 #[test]
 fn a_websocket_echo_over_loopback_with_the_close_seen_by_both_sides() {
-    use crate::app::testing::echo_messages;
     use crate::ws::frame::client_frame;
     const MASK: [u8; 4] = [9, 8, 7, 6];
     for (name, run) in backends() {
-        let last = Arc::new(std::sync::Mutex::new(None));
-        let seen = last.clone();
-        let app = ThreadApp::new(move |_req, ex| {
-            let accept = ResponseEvent::WsAccept {
-                subprotocol: None,
-                headers: vec![],
-            };
-            send(&ex, accept).unwrap();
-            *seen.lock().unwrap() = Some(echo_messages(&ex));
-        })
-        .websocket();
+        let (app, last) = ws_echo_app();
         let h = serve(run, Arc::new(app));
         let mut c = h.connect();
-        c.write_all(
-            b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        )
-        .unwrap();
+        c.write_all(WS_UPGRADE).unwrap();
         let mut r = BufReader::new(c.try_clone().unwrap());
         let mut head = String::new();
         while !head.ends_with("\r\n\r\n") {
@@ -314,24 +322,10 @@ fn a_websocket_echo_over_loopback_with_the_close_seen_by_both_sides() {
 #[test]
 fn a_websocket_client_that_vanishes_is_a_1006_disconnect_to_the_app() {
     for (name, run) in backends() {
-        let last = Arc::new(std::sync::Mutex::new(None));
-        let seen = last.clone();
-        let app = ThreadApp::new(move |_req, ex| {
-            let accept = ResponseEvent::WsAccept {
-                subprotocol: None,
-                headers: vec![],
-            };
-            send(&ex, accept).unwrap();
-            *seen.lock().unwrap() = Some(crate::app::testing::echo_messages(&ex));
-        })
-        .websocket();
+        let (app, last) = ws_echo_app();
         let h = serve(run, Arc::new(app));
         let mut c = h.connect();
-        c.write_all(
-            b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        )
-        .unwrap();
+        c.write_all(WS_UPGRADE).unwrap();
         let mut head = [0u8; 12];
         c.read_exact(&mut head).unwrap();
         assert_eq!(&head, b"HTTP/1.1 101", "{name}");
