@@ -7,7 +7,7 @@
 //! `{"requests":[...],"outcome":O,"status":N,"reason":R,"split_differs":B}`.
 //! Each request is `{"method","target","version","headers":[[name,value]...],
 //! "body","keep_alive","complete"}`, byte strings base64-encoded. Every complete
-//! request is answered (200, empty body) so the next pipelined one is parsed.
+//! request is answered (404, empty body) so the next pipelined one is parsed.
 //! `outcome` is `error` (then `status` and `reason`), `closed` (a request
 //! ended the connection; the bytes after it are not read), `incomplete`
 //! (waiting for more bytes) or `idle` (all input consumed between requests).
@@ -79,10 +79,15 @@ fn parse(input: &[u8], chunk: usize) -> Parsed {
                     .extend(data),
                 Event::End => {
                     requests.last_mut().expect("End after a Head").complete = true;
-                    conn.start_response(200, &[("Content-Length", b"0")], &mut out);
+                    conn.start_response(404, &[("Content-Length", b"0")], &mut out);
                     conn.finish_response(&mut out);
                 }
                 Event::Error(e) => {
+                    // How much of a refused body was handed out first depends
+                    // on how its bytes arrived: not part of the result.
+                    if let Some(last) = requests.last_mut().filter(|r| !r.complete) {
+                        last.body.clear();
+                    }
                     return Parsed {
                         requests,
                         outcome: "error",
