@@ -48,6 +48,7 @@ use socket2::SockRef;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
 use super::admit;
+use super::guard::Guarded;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
 use super::{Accepted, CoreContext, Output, Service, Session, Wake};
@@ -134,7 +135,7 @@ struct Core<S: Service> {
     ctx: CoreContext,
     service: S,
     ring: Ring,
-    conns: Slab<Conn<S::Session>>,
+    conns: Slab<Conn<Guarded<S::Session>>>,
     /// Session deadlines by slot (lazy deletion: see [`Timers`]).
     timers: Timers,
     /// Accepted by the multishot, not yet admitted (not reserved either).
@@ -453,7 +454,7 @@ impl<S: Service> Core<S> {
         let wbuf = self.spare_buf(0);
         let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
         let key = self.conns.insert_with(|key| {
-            let mut session = service.open(&peer, ctx.notifier(key));
+            let mut session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
             if draining {
                 session.on_shutdown();
             }
