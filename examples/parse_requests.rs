@@ -92,7 +92,7 @@ fn parse(input: &[u8], chunk: usize) -> Parsed {
                         requests,
                         outcome: "error",
                         error: Some((e.status(), e.reason())),
-                    }
+                    };
                 }
             }
         }

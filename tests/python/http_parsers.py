@@ -15,7 +15,10 @@ normalized here, so a difference left is one of substance:
 - Transfer-Encoding values lowercased (RFC 9112 §7: coding names are
   case-insensitive; h11 reports them lowercased);
 - a version ``HTTP/1.x`` with x > 1 as ``1.1`` (RFC 9110 §2.5: served as the
-  highest minor version the recipient supports, which m0serve reports).
+  highest minor version the recipient supports, which m0serve reports);
+- an absolute-form target as its origin-form, with its authority as the
+  Host field's value (RFC 9112 §3.2.2: the server MUST use the target's
+  authority and ignore Host; m0serve hands the application that request).
 """
 
 from __future__ import annotations
@@ -74,7 +77,23 @@ def header(name: bytes, value: bytes) -> Header:
     return (name, value)
 
 
-def version(raw: bytes) -> bytes:
+ABSOLUTE = re.compile(rb"(?i)https?://([^/?]*)(.*)", re.DOTALL)
+
+
+def request(method: bytes, target: bytes, version: bytes, headers: List[Header]) -> Request:
+    """Another parser's request head, normalized (see the module docs)."""
+    absolute = ABSOLUTE.fullmatch(target)
+    if absolute:
+        authority, target = absolute.group(1), absolute.group(2) or b"/"
+        hosts = [i for i, (n, _) in enumerate(headers) if n == b"host"]
+        if hosts:
+            headers[hosts[0]] = (b"host", authority)
+        else:
+            headers.append((b"host", authority))
+    return Request(method=method, target=target, version=normalize_version(version), headers=headers)
+
+
+def normalize_version(raw: bytes) -> bytes:
     return b"1.1" if re.fullmatch(rb"1\.[1-9]", raw) else raw
 
 
@@ -149,11 +168,11 @@ def h11_parse(data: bytes) -> Parsed:
             return parsed
         if isinstance(event, h11.Request):
             parsed.requests.append(
-                Request(
-                    method=bytes(event.method),
-                    target=bytes(event.target),
-                    version=version(bytes(event.http_version)),
-                    headers=[header(bytes(n), bytes(v)) for n, v in event.headers.raw_items()],
+                request(
+                    bytes(event.method),
+                    bytes(event.target),
+                    bytes(event.http_version),
+                    [header(bytes(n), bytes(v)) for n, v in event.headers.raw_items()],
                 )
             )
         elif isinstance(event, h11.Data):
@@ -203,12 +222,7 @@ class _Llhttp:
     def on_headers_complete(self) -> None:
         self.in_head = False
         self.parsed.requests.append(
-            Request(
-                method=self.parser.get_method(),
-                target=self.url,
-                version=version(self.parser.get_http_version().encode()),
-                headers=self.headers,
-            )
+            request(self.parser.get_method(), self.url, self.parser.get_http_version().encode(), self.headers)
         )
 
     def on_body(self, body: bytes) -> None:
