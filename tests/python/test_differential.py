@@ -237,11 +237,12 @@ KNOWN_DIFFERENCES: List[Known] = [
         all_of(
             refused("not an HTTP request"),
             lambda c: NOT_METHOD_SP.match(c.data) is not None
-            or re.search(rb"(?<!\r)\n", c.data) is not None
+            or re.search(rb"(?<!\r)\n|\r(?!\n)", c.data) is not None
             or (c.other.outcome == hp.INCOMPLETE and len(c.other.requests) <= c.diff.index),
         ),
         "RFC 9112 §3: a request line starts with a method token and SP; bytes that cannot start "
-        "one (a TLS ClientHello, NUL, a bare LF where §2.2 asks for CRLF) are refused at once",
+        "one (a TLS ClientHello, NUL, a bare LF or CR between requests where §2.2 allows only "
+        "empty lines, CRLF) are refused at once",
     ),
     Known(
         "body-limit",
