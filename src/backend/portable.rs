@@ -368,6 +368,8 @@ impl<S: Service> Core<S> {
                         }
                         Step::Blocked
                     }
+                    // The listener was shut at the drain's start.
+                    _ if self.ctx.control.shutting_down() => Step::Empty,
                     _ => {
                         tracing::error!(core = self.ctx.index, "accept: {e}");
                         Step::Empty

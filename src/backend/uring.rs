@@ -206,6 +206,8 @@ impl<S: Service> Core<S> {
                 }
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                // The listener was shut at the drain's start.
+                Err(_) if self.ctx.control.shutting_down() => {}
                 Err(e) => {
                     // EMFILE and the like: trying harder will not cure it.
                     tracing::warn!(core = self.ctx.index, "accept failed: {e}");
