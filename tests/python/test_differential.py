@@ -120,12 +120,6 @@ METHOD_SP = re.compile(rb"(?:\r\n)*" + TCHAR + rb"+ ")
 NOT_METHOD_SP = re.compile(rb"(?:\r\n)*" + TCHAR + rb"*(?:[^ !#$%&'*+\-.^_`|~0-9A-Za-z]|$)")
 
 
-def same_lengths(c: Case) -> bool:
-    req = c.m0_request
-    values = {int(v) for n, v in req.headers if n == b"content-length"} if req else set()
-    return len(values) == 1
-
-
 KNOWN_DIFFERENCES: List[Known] = [
     # --- m0serve refuses what a lenient parser reads ---
     Known(
@@ -191,8 +185,9 @@ KNOWN_DIFFERENCES: List[Known] = [
         "m0serve refuses",
         refused("Content-Length"),
         "RFC 9110 §8.6: Content-Length = 1*DIGIT; RFC 9112 §6.3 item 5: an invalid or conflicting "
-        "Content-Length is an unrecoverable framing error (a list of equal values MAY be read; "
-        "m0serve refuses it)",
+        "Content-Length is an unrecoverable framing error (a list of equal values, or repeated lines "
+        "of one value, MAY be read as one; m0serve refuses both, the strict choice: a peer that "
+        "reads `0` and `00`, or another of the lines, differently would frame another body)",
     ),
     Known(
         "version-not-supported",
@@ -326,24 +321,6 @@ KNOWN_DIFFERENCES: List[Known] = [
         lambda c: c.m0.outcome == hp.INCOMPLETE and c.other.outcome == hp.IDLE and c.data.endswith(b"\r"),
         "RFC 9112 §2.2: a CR between requests may start an empty line, skipped once its LF comes; "
         "m0serve waits for it (llhttp drops the CR)",
-    ),
-    Known(
-        "duplicate-identical-content-length",
-        BOTH,
-        "m0serve accepts",
-        all_of(other_refused("Duplicate Content-Length", "conflicting Content-Length"), same_lengths),
-        "RFC 9110 §8.6: repeated Content-Length lines with the same decimal value MAY be read as "
-        "that value (m0serve does, `0` and `00` alike; its headers keep both lines)",
-    ),
-    Known(
-        "merged-content-length",
-        ("h11",),
-        "headers",
-        lambda c: c.m0_request is not None
-        and [h for h in c.m0_request.headers if h[0] != b"content-length"]
-        == [h for h in c.other_request.headers if h[0] != b"content-length"],
-        "RFC 9110 §8.6: h11 replaces identical Content-Length lines with one; m0serve hands the "
-        "application the lines as sent",
     ),
     Known(
         "http10-keep-alive",

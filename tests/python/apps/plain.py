@@ -13,6 +13,18 @@ def hello(environ, start_response):
     return _text(start_response, "hello from " + environ["PATH_INFO"])
 
 
+def sleepy(environ, start_response):
+    """`/sleep?s=N` sleeps N seconds (a view waiting on a database); anything
+    else answers at once."""
+    import time
+    from urllib.parse import parse_qs
+
+    if environ["PATH_INFO"] == "/sleep":
+        time.sleep(float(parse_qs(environ["QUERY_STRING"])["s"][0]))
+        return _text(start_response, "slept")
+    return _text(start_response, "fast")
+
+
 class holder:
     """`plain:holder.inner.app`: dotted attributes."""
 
