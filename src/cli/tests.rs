@@ -473,3 +473,55 @@ fn main_exit_statuses_without_serving() {
     );
     assert_eq!(with_env(&[], || main(os_args(&["--version"]))), 0);
 }
+
+#[test]
+fn slow_client_flags_and_their_variables() {
+    let defaults = ok(&[]).options;
+    let buffer = defaults.body_buffer.expect("buffering is on by default");
+    assert_eq!(buffer.memory, 1 << 20);
+    assert_eq!(buffer.spill_dir, std::env::temp_dir());
+    assert_eq!(defaults.body_read_timeout, Duration::from_secs(30));
+    assert_eq!(defaults.send_timeout, Duration::from_secs(30));
+
+    let flagged = ok(&[
+        "--body-buffer-size=64K",
+        "--body-spill-dir=/var/tmp",
+        "--body-read-timeout=2.5",
+        "--send-timeout=4",
+    ])
+    .options;
+    let buffer = flagged.body_buffer.unwrap();
+    assert_eq!(buffer.memory, 64 << 10);
+    assert_eq!(buffer.spill_dir, PathBuf::from("/var/tmp"));
+    assert_eq!(flagged.body_read_timeout, Duration::from_millis(2500));
+    assert_eq!(flagged.send_timeout, Duration::from_secs(4));
+    assert!(ok(&["--request-buffering=off"])
+        .options
+        .body_buffer
+        .is_none());
+
+    let env = [
+        ("M0SERVE_REQUEST_BUFFERING", "off"),
+        ("M0SERVE_BODY_READ_TIMEOUT", "3"),
+        ("M0SERVE_SEND_TIMEOUT", "5"),
+    ];
+    let Ok(from_env) = parse_env(&[], &env) else {
+        panic!("env parse failed")
+    };
+    assert!(from_env.options.body_buffer.is_none());
+    assert_eq!(from_env.options.body_read_timeout, Duration::from_secs(3));
+    assert_eq!(from_env.options.send_timeout, Duration::from_secs(5));
+    let env = [
+        ("M0SERVE_BODY_BUFFER_SIZE", "2M"),
+        ("M0SERVE_BODY_SPILL_DIR", "/srv/spill"),
+    ];
+    let Ok(from_env) = parse_env(&["--request-buffering", "on"], &env) else {
+        panic!("env parse failed")
+    };
+    let buffer = from_env.options.body_buffer.unwrap();
+    assert_eq!(buffer.memory, 2 << 20);
+    assert_eq!(buffer.spill_dir, PathBuf::from("/srv/spill"));
+
+    assert!(usage(&["--request-buffering=maybe"]).contains("--request-buffering"));
+    assert!(usage(&["--send-timeout=-1"]).contains("--send-timeout"));
+}
