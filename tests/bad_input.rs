@@ -286,3 +286,108 @@ fn a_good_request_before_a_bad_one_is_answered_first() {
     assert_eq!(c.read_response().status, 505);
     c.assert_closed(TIMEOUT);
 }
+
+// --- issue 11: no request kills the server; strict targets and Host ----------
+
+/// Each `(request, status)` on its own connection of one server, a bystander
+/// served throughout: the whole family must be answered by the same live process.
+fn all_refused_by_one_server(cases: &[(&[u8], u16)]) {
+    let server = Server::start(&[]);
+    let mut bystander = Bystander::start(&server);
+    for &(request, status) in cases {
+        let mut c = server.connect();
+        let _ = c.try_send(request);
+        let shown = String::from_utf8_lossy(request).into_owned();
+        let r = c
+            .try_read_response(TIMEOUT, false)
+            .unwrap_or_else(|e| panic!("no answer to {shown:?} (server dead?): {e}"));
+        assert_eq!(r.status, status, "the answer to {shown:?}");
+        if let Err(e) = c.wait_closed(TIMEOUT) {
+            panic!("after {status} to {shown:?} the connection must close: {e}");
+        }
+        bystander.assert_progress(1);
+    }
+    server.assert_serves_another_client();
+    bystander.finish();
+}
+
+/// `GET /a b HTTP/1.1` once overflowed a core thread's stack (the parser
+/// called itself for ever) and killed the process; its relatives put spaces,
+/// tabs and extra words anywhere in the request line.
+#[test]
+fn whitespace_anywhere_in_the_request_line_is_400_and_kills_nothing() {
+    all_refused_by_one_server(&[
+        (b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /a b HTTP/1.2\r\nHost: x\r\n\r\n", 400),
+        (b"GET /a b c HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /a\tb HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET\t/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /\tHTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1 \r\nHost: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET / extra HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\t\r\nHost: x\r\n\r\n", 400),
+    ]);
+}
+
+/// RFC 9112 §3.2: the target's form must fit the method; `#`, controls and
+/// raw non-ASCII are refused; CONNECT is a proxy's method (501 here).
+#[test]
+fn request_targets_are_held_to_rfc_9112() {
+    all_refused_by_one_server(&[
+        (b"GET healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /healthz#top HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /\x7f HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET ftp://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET http://user@x/healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", 501),
+        (b"CONNECT /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+        (b"GET /healthz HTTP/1.1\r\nHost: x:port\r\n\r\n", 400),
+        (b"GET /healthz HTTP/1.1\r\nHost: x/y\r\n\r\n", 400),
+        (b"GET /healthz HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n", 400),
+        (b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n20;invalid=\r\n", 400),
+    ]);
+}
+
+#[test]
+fn absolute_form_and_asterisk_form_are_served() {
+    let server = Server::start(&["--health-path", HEALTH]);
+    let mut c = server.connect();
+    c.send(format!("GET http://example.com{HEALTH} HTTP/1.1\r\nHost: other\r\n\r\n").as_bytes());
+    assert_eq!(c.read_response().status, 200);
+    c.send(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n");
+    // No route owns `*`: the server's own answer, on a connection kept open.
+    assert_eq!(c.read_response().status, 404);
+    c.send(format!("GET {HEALTH} HTTP/1.1\r\nHost: [::1]:8000\r\n\r\n").as_bytes());
+    assert_eq!(c.read_response().status, 200);
+}
+
+/// Bytes that cannot begin a request line are answered at once: no CRLF is
+/// waited for, nor the header-read timeout (set long here to tell them apart).
+#[test]
+fn non_http_bytes_are_answered_at_once() {
+    let server = Server::start(&["--header-read-timeout", "30"]);
+    let mut bystander = Bystander::start(&server);
+    let client_hello = b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03";
+    for bytes in [&client_hello[..], b"\0", b"\xff\xfe", b"GET\t"] {
+        let mut c = server.connect();
+        let started = std::time::Instant::now();
+        c.send(bytes);
+        let r = c
+            .try_read_response(TIMEOUT, false)
+            .unwrap_or_else(|e| panic!("no answer to {bytes:?}: {e}"));
+        assert_eq!(r.status, 400, "{bytes:?}");
+        c.assert_closed(TIMEOUT);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{bytes:?} answered after {:?}",
+            started.elapsed()
+        );
+        bystander.assert_progress(1);
+    }
+    bystander.finish();
+}

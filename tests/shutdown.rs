@@ -145,3 +145,38 @@ fn past_the_graceful_timeout_a_stalled_reader_is_cut_off() {
         "the whole 16 MiB arrived, so nothing was cut off"
     );
 }
+
+/// The listener closes the moment the drain begins: a connection attempted
+/// after the signal is refused by the kernel within 100 ms, even while a
+/// response in flight keeps the process running (issue 11, point 6).
+#[test]
+fn new_connections_are_refused_as_soon_as_the_drain_begins() {
+    let (mut server, _dir) = with_big_file(&["--graceful-timeout", "30"]);
+    let _download = stalled_download(&server);
+    let Addr::Tcp(addr) = server.addr().clone() else {
+        panic!("the test server listens on TCP");
+    };
+    assert!(
+        std::net::TcpStream::connect(addr).is_ok(),
+        "not listening before the signal"
+    );
+    let start = Instant::now();
+    server.signal(libc::SIGTERM);
+    let refused_after = loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break start.elapsed(),
+            _ if start.elapsed() > Duration::from_secs(3) => {
+                panic!("connections still accepted 3 s into the drain")
+            }
+            _ => std::thread::sleep(Duration::from_millis(2)),
+        }
+    };
+    assert!(
+        refused_after < Duration::from_millis(100),
+        "first refusal {refused_after:?} after SIGTERM"
+    );
+    assert!(
+        server.wait_exit(Duration::from_millis(200)).is_none(),
+        "exited with a response in flight"
+    );
+}

@@ -10,6 +10,7 @@
 
 pub mod accept;
 pub mod admit;
+pub mod guard;
 pub mod held;
 pub mod portable;
 pub mod select;

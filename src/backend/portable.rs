@@ -24,6 +24,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use socket2::Socket;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
+use super::guard::Guarded;
 use super::sendfile::send_file;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
@@ -161,7 +162,7 @@ struct Core<S: Service> {
     ctx: CoreContext,
     service: S,
     poll: Poll,
-    conns: Slab<Conn<S::Session>>,
+    conns: Slab<Conn<Guarded<S::Session>>>,
     timers: Timers,
     buf: Vec<u8>,
     /// The shared listener's door.
@@ -367,6 +368,8 @@ impl<S: Service> Core<S> {
                         }
                         Step::Blocked
                     }
+                    // The listener was shut at the drain's start.
+                    _ if self.ctx.control.shutting_down() => Step::Empty,
                     _ => {
                         tracing::error!(core = self.ctx.index, "accept: {e}");
                         Step::Empty
@@ -401,7 +404,7 @@ impl<S: Service> Core<S> {
         let (service, ctx) = (&mut self.service, &self.ctx);
         let key = self.conns.insert_with(|key| Conn {
             sock: Socket::from(fd),
-            session: service.open(&peer, ctx.notifier(key)),
+            session: Guarded::open(|| service.open(&peer, ctx.notifier(key))),
             readable: true,
             writable: true,
             eof: false,

@@ -86,7 +86,7 @@ impl Journal {
 }
 
 /// Echoes every byte back. Lines are commands too: `quit` ends the session
-/// (after its echo), `sleep N` blocks the core thread for N ms before echoing
+/// (after its echo), `panic` panics in `on_read`, `sleep N` blocks the core thread for N ms before echoing
 /// (a view served inline, as on a loop-only core), `file PATH` sends the
 /// file's bytes after the echo as [`Output::File`]. Two answer through the
 /// session's [`Notifier`], from a thread, after N ms: `later N` (answered
@@ -159,6 +159,8 @@ impl EchoSession {
         });
         if line == "quit" {
             self.quit = true;
+        } else if line == "panic" {
+            panic!("the echo session was told to panic");
         } else if let Some(path) = line.strip_prefix("file ") {
             let file = std::fs::File::open(path).expect("file to send");
             let len = file.metadata().unwrap().len() as usize;
@@ -537,6 +539,31 @@ pub fn silent_for(s: &mut TcpStream, wait: Duration) -> bool {
 }
 
 // ---- test bodies -----------------------------------------------------------
+
+/// A session that panics closes its own connection and nothing else: the
+/// core thread goes on serving a bystander on the same core and new
+/// connections (the backend holds sessions behind [`super::guard`]).
+pub fn a_panicking_session_closes_only_its_connection(run: RunFn) {
+    let h = spawn(1, run, Batch::new(16));
+    let mut bystander = h.connect();
+    echo(&mut bystander, "before\n");
+    for _ in 0..3 {
+        let mut doomed = h.connect();
+        doomed.write_all(b"panic\n").unwrap();
+        let mut rest = Vec::new();
+        // The echo of the line may or may not have left first; then the close.
+        match doomed.read_to_end(&mut rest) {
+            Ok(_) => assert!(b"panic\n".starts_with(&rest), "{rest:?}"),
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}"),
+        }
+        echo(&mut bystander, "still here\n");
+    }
+    let mut fresh = h.connect();
+    echo(&mut fresh, "new\n");
+    let journal = h.journal.clone();
+    h.shutdown(Duration::from_secs(1));
+    assert_eq!(journal.count(|e| matches!(e, Entry::Dropped { .. })), 5);
+}
 
 /// Many connections open at once on two cores, each echoed, each closed by `quit`.
 pub fn echo_on_many_connections(run: RunFn) {
@@ -943,6 +970,10 @@ pub fn a_session_not_reading_is_closed_when_its_peer_resets(run: RunFn) {
 /// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
 macro_rules! conformance {
     ($run:expr) => {
+        #[test]
+        fn a_panicking_session_closes_only_its_connection() {
+            $crate::backend::testing::a_panicking_session_closes_only_its_connection($run)
+        }
         #[test]
         fn echo_on_many_connections() {
             $crate::backend::testing::echo_on_many_connections($run)

@@ -48,6 +48,7 @@ use socket2::SockRef;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
 use super::admit;
+use super::guard::Guarded;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
 use super::{Accepted, CoreContext, Output, Service, Session, Wake};
@@ -134,7 +135,7 @@ struct Core<S: Service> {
     ctx: CoreContext,
     service: S,
     ring: Ring,
-    conns: Slab<Conn<S::Session>>,
+    conns: Slab<Conn<Guarded<S::Session>>>,
     /// Session deadlines by slot (lazy deletion: see [`Timers`]).
     timers: Timers,
     /// Accepted by the multishot, not yet admitted (not reserved either).
@@ -205,6 +206,8 @@ impl<S: Service> Core<S> {
                 }
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                // The listener was shut at the drain's start.
+                Err(_) if self.ctx.control.shutting_down() => {}
                 Err(e) => {
                     // EMFILE and the like: trying harder will not cure it.
                     tracing::warn!(core = self.ctx.index, "accept failed: {e}");
@@ -453,7 +456,7 @@ impl<S: Service> Core<S> {
         let wbuf = self.spare_buf(0);
         let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
         let key = self.conns.insert_with(|key| {
-            let mut session = service.open(&peer, ctx.notifier(key));
+            let mut session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
             if draining {
                 session.on_shutdown();
             }

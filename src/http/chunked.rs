@@ -5,6 +5,7 @@
 //! or a trailer may be split across reads at any byte; only data runs are
 //! handed out as slices, never copied here.
 
+use super::request_line::is_tchar;
 use super::response::push_int;
 use super::HttpError;
 
@@ -40,10 +41,10 @@ enum State {
     Size {
         digits: u8,
     },
-    /// Whitespace after the size, before `;` or CR.
+    /// Whitespace after the size: a `;` must follow.
     SizeWs,
-    /// Chunk extensions, skipped up to CR.
-    Ext,
+    /// Inside a chunk extension, checked against its grammar and dropped.
+    Ext(Ext),
     /// CR of the size line seen; LF must follow.
     SizeLf,
     Data,
@@ -58,6 +59,30 @@ enum State {
     /// CR of the final empty line seen; LF must follow.
     EndLf,
     Done,
+}
+
+/// Where a chunk extension's parse is (RFC 9112 §7.1.1):
+/// `*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )`.
+/// Whitespace is taken only where that grammar has BWS: before a `;` or `=`,
+/// after one. Anything else is a 400: a peer that skips extensions more
+/// loosely (to the next CR, say) could read a different body boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ext {
+    /// After `;`: whitespace, then a name.
+    NameStart,
+    Name,
+    /// Whitespace after a name: `=` or `;` must follow.
+    AfterName,
+    /// After `=`: whitespace, then a token or a quoted string.
+    ValueStart,
+    Token,
+    Quoted,
+    /// After a backslash in a quoted string.
+    QuotedPair,
+    /// Right after a quoted string's closing quote.
+    Closed,
+    /// Whitespace after a value: `;` must follow.
+    AfterValue,
 }
 
 /// Decodes a chunked request body, enforcing the body limit as chunk sizes
@@ -78,6 +103,7 @@ pub struct ChunkedDecoder {
 
 const BAD_SIZE: HttpError = HttpError::BadRequest("invalid chunk size");
 const BAD_CRLF: HttpError = HttpError::BadRequest("missing CRLF in chunked body");
+const BAD_EXT: HttpError = HttpError::BadRequest("invalid chunk extension");
 const BAD_META: HttpError = HttpError::BadRequest("invalid chunk extension or trailer");
 const LONG_META: HttpError = HttpError::BadRequest("chunk extensions or trailers too long");
 
@@ -128,13 +154,17 @@ impl ChunkedDecoder {
                     None if digits == 0 => return Err(BAD_SIZE),
                     None => Self::after_size(b)?,
                 },
-                State::SizeWs => Self::after_size(b)?,
-                State::Ext => match b {
-                    b'\r' => State::SizeLf,
-                    _ => {
+                State::SizeWs => match b {
+                    b' ' | b'\t' => State::SizeWs,
+                    b';' => State::Ext(Ext::NameStart),
+                    _ => return Err(BAD_SIZE),
+                },
+                State::Ext(ext) => match Self::extension(ext, b)? {
+                    Some(ext) => {
                         self.count_meta(b)?;
-                        State::Ext
+                        State::Ext(ext)
                     }
+                    None => State::SizeLf,
                 },
                 State::SizeLf => {
                     if b != b'\n' {
@@ -188,11 +218,37 @@ impl ChunkedDecoder {
     fn after_size(b: u8) -> Result<State, HttpError> {
         match b {
             b' ' | b'\t' => Ok(State::SizeWs),
-            b';' => Ok(State::Ext),
+            b';' => Ok(State::Ext(Ext::NameStart)),
             b'\r' => Ok(State::SizeLf),
             b'\n' => Err(BAD_CRLF),
             _ => Err(BAD_SIZE),
         }
+    }
+
+    /// The next step of an extension's grammar for byte `b`: the new state,
+    /// or None for the CR that ends the size line.
+    fn extension(ext: Ext, b: u8) -> Result<Option<Ext>, HttpError> {
+        let ws = b == b' ' || b == b'\t';
+        let tchar = is_tchar(b);
+        Ok(Some(match (ext, b) {
+            (Ext::NameStart, _) if ws => Ext::NameStart,
+            (Ext::NameStart | Ext::Name, _) if tchar => Ext::Name,
+            (Ext::Name | Ext::Token | Ext::Closed, b'\r') => return Ok(None),
+            (Ext::Name | Ext::AfterName, _) if ws => Ext::AfterName,
+            (Ext::Name | Ext::AfterName, b'=') => Ext::ValueStart,
+            (Ext::ValueStart, _) if ws => Ext::ValueStart,
+            (Ext::ValueStart, b'"') => Ext::Quoted,
+            (Ext::ValueStart | Ext::Token, _) if tchar => Ext::Token,
+            (Ext::Quoted, b'"') => Ext::Closed,
+            (Ext::Quoted, b'\\') => Ext::QuotedPair,
+            // qdtext, and what a quoted-pair may escape: HTAB, SP, VCHAR, obs-text.
+            (Ext::Quoted | Ext::QuotedPair, b'\t' | b' ' | 0x21..=0x7e | 0x80..) => Ext::Quoted,
+            (Ext::Token | Ext::Closed | Ext::AfterValue, _) if ws => Ext::AfterValue,
+            (Ext::Name | Ext::AfterName | Ext::Token | Ext::Closed | Ext::AfterValue, b';') => {
+                Ext::NameStart
+            }
+            _ => return Err(BAD_EXT),
+        }))
     }
 
     /// Accounts one extension or trailer byte: control characters (a bare LF,
@@ -286,6 +342,7 @@ mod tests {
             b"\r\n",
             b"-1\r\n",
             b"5 x\r\n",
+            b"5 \r\n",
             b"0x5\r\n",
             b"+5\r\n",
         ] {
@@ -318,12 +375,58 @@ mod tests {
         }
     }
 
+    /// RFC 9112 §7.1.1: `;` name [ `=` token / quoted-string ], with BWS
+    /// only around `;` and `=`.
     #[test]
-    fn refuses_control_bytes_in_extensions_and_trailers() {
+    fn extensions_follow_their_grammar() {
+        for ext in [
+            ";a",
+            ";a=b",
+            " ; a = b ;c",
+            "\t;a=\"\"",
+            ";a=\"q \\\" ;\\\\ \"",
+            ";a=\"x\";b",
+            ";!#$%&'*+-.^_`|~=!#$%&'*+-.^_`|~",
+        ] {
+            let body = format!("5{ext}\r\nhello\r\n0\r\n\r\n");
+            for step in [1, 3, body.len()] {
+                assert_eq!(
+                    decode_all(body.as_bytes(), step),
+                    Ok((b"hello".to_vec(), true)),
+                    "{ext:?} step {step}"
+                );
+            }
+        }
+        // obs-text is allowed in a quoted string.
         assert_eq!(
-            decode_all(b"5;a\nb\r\nhello\r\n0\r\n\r\n", 1),
-            Err(BAD_META)
+            decode_all(b"5;a=\"\x80\xff\"\r\nhello\r\n0\r\n\r\n", 1),
+            Ok((b"hello".to_vec(), true))
         );
+        for ext in [
+            ";invalid=",
+            ";",
+            ";;a",
+            ";=b",
+            ";a==b",
+            ";a=b=c",
+            ";a=\"open",
+            ";a=\"x\"y",
+            ";a b",
+            ";a=b c",
+            ";a ",
+            ";a=b ",
+            ";a=(b)",
+            ";a=\"\x01\"",
+            ";a\x01",
+            ";a\nb",
+        ] {
+            let body = format!("20{ext}\r\n{}\r\n0\r\n\r\n", "x".repeat(32));
+            assert_eq!(decode_all(body.as_bytes(), 1), Err(BAD_EXT), "{ext:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_control_bytes_in_trailers() {
         assert_eq!(decode_all(b"0\r\nX: a\0b\r\n\r\n", 1), Err(BAD_META));
     }
 

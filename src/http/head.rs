@@ -1,5 +1,7 @@
-//! Request heads: found with a resumable line scan, parsed with httparse,
-//! then held to RFC 9112's framing rules (the anti-smuggling part).
+//! Request heads: found with a resumable line scan, the request line parsed
+//! by [`super::request_line`] and its target by [`super::target`], the
+//! fields by httparse, then held to RFC 9112's framing rules (the
+//! anti-smuggling part).
 //!
 //! Choices where the RFCs leave room (each refused with 400 unless noted):
 //! - a bare LF anywhere in a head (RFC 9112 §2.2 allows accepting it; a peer
@@ -9,14 +11,15 @@
 //!   differing ones refused (RFC 9110 §8.6);
 //! - Transfer-Encoding with Content-Length, in an HTTP/1.0 request, empty, or
 //!   with chunked anywhere but last; any other coding (`gzip`) is 501;
-//! - an HTTP/1.1 request with no Host or more than one (RFC 9112 §3.2);
-//! - `HTTP/1.x` with x > 1 is served as HTTP/1.1 (RFC 9110 §2.5); a major
-//!   version other than 1 (`HTTP/2.0`, the h2 preface `PRI * HTTP/2.0`) is 505;
+//! - an HTTP/1.1 request with no Host, any request with more than one, or a
+//!   Host that is not `uri-host [":" port]` (RFC 9112 §3.2);
 //! - more than [`MAX_HEADERS`] header lines is 431, like an oversized head.
 //!   obs-fold, a space before the colon, and CR or NUL in a value are refused
 //!   by httparse itself.
 
+use super::request_line::{self, RequestLine};
 use super::response::parse_length;
+use super::target::{self, Target};
 use super::HttpError;
 
 /// The most header lines a request may have: heads are parsed into a stack
@@ -43,7 +46,8 @@ pub enum BodyKind {
 #[derive(Clone, Debug)]
 pub struct RequestHead {
     pub method: String,
-    /// The request-target exactly as sent (origin-form: path and query).
+    /// The request-target as sent: origin-form (path and query) or `*`; an
+    /// absolute-form target is given as its origin-form, its authority as `Host`.
     pub target: String,
     pub version: Version,
     /// Header names as sent, values as bytes, in order (duplicates kept).
@@ -142,58 +146,37 @@ fn trim_ows(mut s: &[u8]) -> &[u8] {
 
 /// Parses and validates one complete head (`head` ends with its blank line).
 pub(crate) fn parse(head: &[u8]) -> Result<RequestHead, HttpError> {
+    // The scanner found the blank line and refused bare LFs: a CRLF ends the line.
+    let line_end = head
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .ok_or(HttpError::BadRequest("malformed request head"))?;
+    let line = request_line::parse(&head[..line_end])?;
+    let form = target::classify(line.method, line.target)?;
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut fields);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(_)) => validate(&req),
+    match httparse::parse_headers(&head[line_end + 2..], &mut fields) {
+        Ok(httparse::Status::Complete((_, fields))) => validate(&line, form, fields),
         Ok(httparse::Status::Partial) => Err(HttpError::BadRequest("malformed request head")),
         Err(httparse::Error::TooManyHeaders) => Err(HttpError::HeadTooLarge),
-        Err(httparse::Error::Version) => {
-            // httparse knows 1.0 and 1.1 only; an unknown 1.x is served as 1.1.
-            let at = minor_version_at(head)?;
-            let mut copy = head.to_vec();
-            copy[at] = b'1';
-            parse(&copy)
-        }
-        Err(httparse::Error::HeaderName | httparse::Error::HeaderValue) => {
-            Err(HttpError::BadRequest("malformed header field"))
-        }
-        Err(_) => Err(HttpError::BadRequest("malformed request line")),
-    }
-}
-
-/// For a request line httparse refused over its version: where the minor digit
-/// of an `HTTP/1.x` version is, or the error to answer with.
-fn minor_version_at(head: &[u8]) -> Result<usize, HttpError> {
-    let line_end = head.iter().position(|&b| b == b'\r').unwrap_or(head.len());
-    let line = &head[..line_end];
-    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
-    match version {
-        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if minor.is_ascii_digit() => {
-            Ok(line_end - 1)
-        }
-        [b'H', b'T', b'T', b'P', b'/', major, ..] if major.is_ascii_digit() && *major != b'1' => {
-            Err(HttpError::VersionNotSupported)
-        }
-        _ => Err(HttpError::BadRequest("malformed HTTP version")),
+        Err(_) => Err(HttpError::BadRequest("malformed header field")),
     }
 }
 
 /// Applies the framing and connection rules to a parsed head and copies it out.
-fn validate(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HttpError> {
-    let version = if req.version == Some(0) {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    let mut headers = Vec::with_capacity(req.headers.len());
+fn validate(
+    line: &RequestLine<'_>,
+    form: Target<'_>,
+    fields: &[httparse::Header<'_>],
+) -> Result<RequestHead, HttpError> {
+    let version = line.version;
+    let mut headers = Vec::with_capacity(fields.len() + 1);
     let mut length: Option<u64> = None;
     let mut hosts = 0;
     let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
     // Transfer-Encoding: seen at all, any coding, last coding chunked, chunked before the last.
     let (mut te, mut codings, mut last_chunked, mut chunked_early, mut unknown) =
         (false, 0, false, false, false);
-    for field in req.headers.iter() {
+    for field in fields {
         let (name, value) = (field.name, field.value);
         if name.eq_ignore_ascii_case("content-length") {
             let n = parse_length(value).ok_or(HttpError::BadRequest("invalid Content-Length"))?;
@@ -218,17 +201,36 @@ fn validate(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HttpError> {
             expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
+            if !std::str::from_utf8(value).is_ok_and(target::is_host_port) {
+                return Err(HttpError::BadRequest("invalid Host header"));
+            }
         }
         headers.push((name.to_owned(), value.to_vec()));
     }
 
-    if version == Version::Http11 && hosts != 1 {
-        return Err(HttpError::BadRequest(if hosts == 0 {
-            "missing Host header"
-        } else {
-            "duplicate Host header"
-        }));
+    // More than one Host is refused in any version, none only in 1.1 (§3.2).
+    if hosts > 1 {
+        return Err(HttpError::BadRequest("duplicate Host header"));
     }
+    if version == Version::Http11 && hosts == 0 {
+        return Err(HttpError::BadRequest("missing Host header"));
+    }
+    let target = match form {
+        Target::Origin(target) => target,
+        Target::Asterisk => "*",
+        Target::Authority => unreachable!("classify refuses CONNECT"),
+        Target::Absolute { authority, origin } => {
+            // The target's authority is the host, whatever Host said (§3.2.2).
+            match headers
+                .iter_mut()
+                .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+            {
+                Some((_, value)) => *value = authority.as_bytes().to_vec(),
+                None => headers.push(("Host".to_owned(), authority.as_bytes().to_vec())),
+            }
+            origin
+        }
+    };
     let body = if te {
         if length.is_some() {
             return Err(HttpError::BadRequest(
@@ -259,8 +261,8 @@ fn validate(req: &httparse::Request<'_, '_>) -> Result<RequestHead, HttpError> {
         }
     };
     Ok(RequestHead {
-        method: req.method.unwrap_or_default().to_owned(),
-        target: req.path.unwrap_or_default().to_owned(),
+        method: line.method.to_owned(),
+        target: target.to_owned(),
         version,
         headers,
         body,

@@ -19,7 +19,9 @@ pub mod conn;
 pub mod date;
 pub mod error;
 pub mod head;
+pub(crate) mod request_line;
 pub mod response;
+pub(crate) mod target;
 
 pub use conn::{Event, Limits, ServerConn};
 pub use error::HttpError;

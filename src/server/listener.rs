@@ -22,6 +22,20 @@ pub struct Listener {
     pub addr: Address,
 }
 
+impl Listener {
+    /// Stop listening now, while the cores still hold the socket: the drain
+    /// has begun, and a connection the kernel completed from here on would
+    /// only wait in the backlog until the process exits. `shutdown(SHUT_RD)`
+    /// takes a TCP listener out of LISTEN (new connections are refused at
+    /// once; the backlog, which nobody will accept, is reset) and makes a
+    /// Unix listener refuse connects.
+    pub fn stop_listening(&self) {
+        if let Err(e) = socket2::SockRef::from(&*self.fd).shutdown(std::net::Shutdown::Read) {
+            tracing::warn!("closing the listener: {e}");
+        }
+    }
+}
+
 /// Where a [`Listener`] listens, as logged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Address {

@@ -197,6 +197,8 @@ fn serve(
         }
     }
     control.shut_down(Instant::now() + graceful);
+    // After the flag: a core that sees its accept fail knows why.
+    listener.stop_listening();
     board.wake_all();
     for t in threads {
         // Failures were logged (and recorded) by the thread itself.

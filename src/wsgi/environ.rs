@@ -87,7 +87,14 @@ impl Constants {
         base.set_item("wsgi.multithread", PyBool::new(py, config.threads > 1))?;
         base.set_item("wsgi.multiprocess", false)?;
         base.set_item("wsgi.run_once", false)?;
+        // The convention of mod_wsgi and gunicorn: wsgi.input ends at the body's
+        // end, so werkzeug reads a chunked body (no Content-Length) instead of
+        // taking it as empty.
         base.set_item("wsgi.input_terminated", true)?;
+        base.set_item(
+            "SERVER_SOFTWARE",
+            concat!("m0serve/", env!("CARGO_PKG_VERSION")),
+        )?;
         base.set_item("wsgi.file_wrapper", PyType::new::<FileWrapper>(py))?;
         let common = COMMON_HEADERS
             .iter()

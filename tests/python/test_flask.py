@@ -51,6 +51,18 @@ def test_form_post_with_a_file_upload(flask_server):
     }
 
 
+def test_a_chunked_upload_from_requests_reaches_flask(flask_server):
+    """A generator body makes requests send `Transfer-Encoding: chunked` with
+    no Content-Length; werkzeug reads such a body only when the server says
+    `wsgi.input_terminated` (without it, get_data() returns b"")."""
+    pieces = [UPLOAD[i:i + 10_000] for i in range(0, len(UPLOAD), 10_000)]
+    r = requests.post(flask_server.url + "/raw", data=iter(pieces), timeout=10)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body.pop("server_software").startswith("m0serve/")
+    assert body == {"size": len(UPLOAD), "sha256": hashlib.sha256(UPLOAD).hexdigest(), "chunked": True}
+
+
 def test_upload_with_curl(flask_server, tmp_path):
     path = tmp_path / "upload.bin"
     path.write_bytes(UPLOAD)

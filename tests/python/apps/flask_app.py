@@ -27,6 +27,19 @@ def upload():
     )
 
 
+@app.post("/raw")
+def raw_body():
+    """The body as werkzeug reads it (`request.get_data()`), which for a
+    chunked upload relies on the server's `wsgi.input_terminated`."""
+    data = request.get_data()
+    return jsonify(
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        chunked=request.headers.get("Transfer-Encoding") == "chunked",
+        server_software=request.environ.get("SERVER_SOFTWARE"),
+    )
+
+
 @app.get("/redirect")
 def go_elsewhere():
     return redirect("/json?from=redirect")
