@@ -27,13 +27,21 @@ backends.
 Needs wrk (Debian's `wrk`).
 
     python probes/slow_client.py [--m0serve PATH] [--backend uring|portable] [--seconds S]
+    python probes/slow_client.py --peer-cmd 'granian ... --port {port} slow_client_app:wsgi' --label granian
+
+With --peer-cmd the same scenario runs against another server (started from
+probes/, on a free port put in for {port}): the base and trickling arms'
+figures are printed, with no verdict (the peers have no request buffering);
+bench/slow_client.sh runs it for Granian and gunicorn.
 
 Exit 0 when every verdict holds, 1 otherwise.
 """
 import argparse
 import os
 import re
+import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -48,6 +56,39 @@ GAP = 0.25  # seconds between a trickler's bytes
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+class Peer:
+    """Another server, `cmd` run from probes/ with a free port for {port}."""
+
+    def __init__(self, cmd):
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        argv = [part.replace("{port}", str(port)) for part in shlex.split(cmd)]
+        self.proc = subprocess.Popen(argv, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addr = ("127.0.0.1", port)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(self.addr, timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.__exit__()
+        sys.exit("probe: the peer did not start: %s" % cmd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def start_tricklers(addr):
@@ -71,11 +112,18 @@ def trickle_while(socks, proc):
         time.sleep(GAP)
 
 
-def measure(args, arm):
+def start(args, arm):
+    """The server under test for `arm`."""
+    if args.peer_cmd:
+        return Peer(args.peer_cmd)
     server_args = ["--backend", args.backend, "--cores", "1", "--blocking-threads", str(THREADS)]
     if arm == "off":
         server_args += ["--request-buffering", "off"]
-    with Server(args.m0serve, server_args, app="slow_client_app:wsgi", app_dir=HERE) as server:
+    return Server(args.m0serve, server_args, app="slow_client_app:wsgi", app_dir=HERE)
+
+
+def measure(args, arm):
+    with start(args, arm) as server:
         socks = start_tricklers(server.addr) if arm != "base" else []
         try:
             # The uploads are read (and, streamed, reach the views) first.
@@ -114,8 +162,10 @@ def main():
     p.add_argument("--m0serve", default="m0serve")
     p.add_argument("--backend", default="uring")
     p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument("--peer-cmd", help="measure this server instead (no verdict)")
+    p.add_argument("--label", default="peer", help="the peer's name in the output")
     args = p.parse_args()
-    args_backend = args.backend
+    args_backend = args.label if args.peer_cmd else args.backend
     if shutil.which("wrk") is None:
         print("slow-client: wrk is not installed (apt-get install wrk)")
         return 1
@@ -125,6 +175,11 @@ def main():
     if not base_count or base_p99 is None:
         print("slow-client: the base arm answered nothing")
         return 1
+    if args.peer_cmd:
+        count, p99 = measure(args, "trickle")
+        ratio = "%.1fx base" % (p99 / base_p99) if p99 is not None else "stalled"
+        print(line("trickle", "figures only", count, p99, ratio), flush=True)
+        return 0
     bound = 2 * base_p99 + 1.0
     for attempt in range(2):
         count, p99 = measure(args, "buffered")
