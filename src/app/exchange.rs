@@ -166,6 +166,10 @@ struct State {
     /// Answer bytes sent by the app and not yet written by the core.
     unwritten: usize,
     gone: bool,
+    /// The client ended its side of the connection after the request: an
+    /// async app's `receive()` hears that it left, while the answer is still
+    /// written (a half-close may still read it).
+    hung_up: bool,
     /// App threads blocked in `wait_body` / `wait_room`: the condvar is
     /// signalled only when someone waits (a signal costs a syscall).
     waiters: usize,
@@ -218,6 +222,7 @@ impl Exchange {
                 events: Vec::new(),
                 unwritten: 0,
                 gone: false,
+                hung_up: false,
                 waiters: 0,
                 armed: false,
             }),
@@ -336,14 +341,16 @@ impl Exchange {
         Ok((read, complete))
     }
 
-    /// Whether the client has gone; if not, arm the app waker so that its
-    /// departure (or any other change) wakes the app.
+    /// Whether the client has gone or ended its side ([`Exchange::hang_up`]);
+    /// if not, arm the app waker so that its departure (or any other change)
+    /// wakes the app.
     pub fn watch_gone(&self) -> bool {
         let mut s = self.lock();
-        if !s.gone {
+        let left = s.gone || s.hung_up;
+        if !left {
             s.armed = true;
         }
-        s.gone
+        left
     }
 
     /// `n` inbound bytes were taken by the app. Returns whether the core,
@@ -534,6 +541,18 @@ impl Exchange {
             return true;
         }
         false
+    }
+
+    /// The client ended its sending side after the request: an app watching
+    /// for its departure ([`Exchange::watch_gone`]) is woken; sends still go out.
+    pub fn hang_up(&self) {
+        let mut s = self.lock();
+        if !s.hung_up {
+            s.hung_up = true;
+            let armed = self.wake_app(&mut s);
+            drop(s);
+            self.call_app_waker(armed);
+        }
     }
 
     /// The connection is gone: the app's reads end and its sends fail.

@@ -108,6 +108,10 @@ impl<S: Session> Session for Guarded<S> {
         self.call("reading", |s| s.on_eof(now));
     }
 
+    fn on_hangup(&mut self, now: Instant) {
+        self.call("reading", |s| s.on_hangup(now));
+    }
+
     fn output(&mut self) -> Output<'_> {
         if self.panicked.get() {
             self.drop_inner();

@@ -53,6 +53,11 @@ pub trait Session {
     fn on_read(&mut self, data: &[u8], now: Instant);
     /// The peer closed its sending side (a read returned 0).
     fn on_eof(&mut self, now: Instant);
+    /// The peer closed its sending side while the session was not reading
+    /// (a FIN seen by the hang-up watch). Bytes sent before it may still be
+    /// unread: they, then `on_eof`, come when the session reads again. A
+    /// session may take it as its client gone for what it is waiting on.
+    fn on_hangup(&mut self, _now: Instant) {}
     /// The next bytes to write.
     fn output(&mut self) -> Output<'_>;
     /// `n` bytes of the last [`Session::output`] were written.

@@ -289,6 +289,10 @@ impl<S: Service> Core<S> {
         }
         c.readable |= event.is_readable() || event.is_read_closed();
         c.writable |= event.is_writable() || event.is_write_closed();
+        if event.is_read_closed() && !c.session.wants_read() {
+            // The FIN is read in order later; the session may act on it now.
+            c.session.on_hangup(Instant::now());
+        }
         self.drive(key);
     }
 

@@ -29,7 +29,8 @@
 //! `POLLHUP`) closes the connection at once, so the session (and an app
 //! holding its request) learns the client is gone; a FIN alone (`POLLRDHUP`)
 //! is a half-close that still wants its answer, and unread requests may come
-//! before it, so the session learns of it in order, when it reads again. The
+//! before it, so the session reads it in order, when it reads again, and is
+//! only told of it at once ([`Session::on_hangup`]). The
 //! poll stays armed once the session reads again (re-arming per request would
 //! cost two operations a request) and is not armed again after a FIN.
 //!
@@ -289,8 +290,8 @@ impl<S: Service> Core<S> {
     }
 
     /// The hang-up poll fired: a reset closes the connection (the session,
-    /// and an app holding its request, learn the client is gone); a FIN only
-    /// stops the watch (see the module doc).
+    /// and an app holding its request, learn the client is gone); a FIN stops
+    /// the watch and is told to the session (see the module doc).
     fn on_hangup(&mut self, key: Key, result: io::Result<Hangup>) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
@@ -301,6 +302,7 @@ impl<S: Service> Core<S> {
                 tracing::debug!(core = self.ctx.index, "the peer reset the connection");
                 self.close(key);
             }
+            Ok(_) if !conn.closing => conn.session.on_hangup(Instant::now()),
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
             Err(e) => tracing::debug!(core = self.ctx.index, "hang-up poll failed: {e}"),

@@ -53,8 +53,10 @@ enum State {
     DataLf,
     /// At the start of a trailer line, or of the final empty line.
     TrailerStart,
-    /// Inside a trailer field line (discarded).
-    Trailer,
+    /// In a trailer field's name (discarded, like the whole line).
+    TrailerName,
+    /// In a trailer field's value, after the colon.
+    TrailerValue,
     TrailerLf,
     /// CR of the final empty line seen; LF must follow.
     EndLf,
@@ -105,6 +107,7 @@ const BAD_SIZE: HttpError = HttpError::BadRequest("invalid chunk size");
 const BAD_CRLF: HttpError = HttpError::BadRequest("missing CRLF in chunked body");
 const BAD_EXT: HttpError = HttpError::BadRequest("invalid chunk extension");
 const BAD_META: HttpError = HttpError::BadRequest("invalid chunk extension or trailer");
+const BAD_TRAILER: HttpError = HttpError::BadRequest("invalid trailer field");
 const LONG_META: HttpError = HttpError::BadRequest("chunk extensions or trailers too long");
 
 impl ChunkedDecoder {
@@ -184,18 +187,22 @@ impl ChunkedDecoder {
                 State::DataCr if b == b'\r' => State::DataLf,
                 State::DataLf if b == b'\n' => State::Size { digits: 0 },
                 State::DataCr | State::DataLf => return Err(BAD_CRLF),
-                State::TrailerStart => match b {
-                    b'\r' => State::EndLf,
-                    _ => {
-                        self.count_meta(b)?;
-                        State::Trailer
-                    }
-                },
-                State::Trailer => match b {
+                // A trailer line is a field line (RFC 9112 §7.1.2, §5): a
+                // token, a colon, a value. Anything else (a line without a
+                // colon, obs-fold, a space before the colon) is a 400: a peer
+                // that reads it as the end of the body sees another request.
+                State::TrailerStart if b == b'\r' => State::EndLf,
+                State::TrailerStart | State::TrailerName if is_tchar(b) => {
+                    self.count_meta(b)?;
+                    State::TrailerName
+                }
+                State::TrailerName if b == b':' => State::TrailerValue,
+                State::TrailerStart | State::TrailerName => return Err(BAD_TRAILER),
+                State::TrailerValue => match b {
                     b'\r' => State::TrailerLf,
                     _ => {
                         self.count_meta(b)?;
-                        State::Trailer
+                        State::TrailerValue
                     }
                 },
                 State::TrailerLf if b == b'\n' => State::TrailerStart,
@@ -422,6 +429,34 @@ mod tests {
         ] {
             let body = format!("20{ext}\r\n{}\r\n0\r\n\r\n", "x".repeat(32));
             assert_eq!(decode_all(body.as_bytes(), 1), Err(BAD_EXT), "{ext:?}");
+        }
+    }
+
+    #[test]
+    fn trailer_lines_are_field_lines() {
+        for trailer in [
+            "XYZ",
+            "X y: z",
+            "X : y",
+            ": y",
+            " y: z",
+            "X: y\r\n z",
+            "GET / HTTP/1.1",
+        ] {
+            let body = format!("0\r\n{trailer}\r\n\r\n");
+            assert_eq!(
+                decode_all(body.as_bytes(), 1),
+                Err(BAD_TRAILER),
+                "{trailer:?}"
+            );
+        }
+        for trailer in ["X: y", "A:", "Expires: 0\r\nX-Y:\tz z"] {
+            let body = format!("0\r\n{trailer}\r\n\r\n");
+            assert_eq!(
+                decode_all(body.as_bytes(), 1),
+                Ok((vec![], true)),
+                "{trailer:?}"
+            );
         }
     }
 

@@ -375,7 +375,16 @@ impl Session for HttpSession {
         }
         self.conn.recv_eof();
         self.pump(now);
+        self.on_hangup(now);
         self.arm_send(now);
+    }
+
+    /// The client ended its side: an app still answering hears it has gone
+    /// (ASGI's `http.disconnect`), while its answer is still written.
+    fn on_hangup(&mut self, _now: Instant) {
+        if let Some(call) = &self.app {
+            call.hang_up();
+        }
     }
 
     fn output(&mut self) -> Output<'_> {

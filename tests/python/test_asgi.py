@@ -106,14 +106,43 @@ def test_receive_answers_http_disconnect_once_the_client_leaves(raw):
     sock = raw.connect()
     sock.sendall(b"GET /wait-disconnect HTTP/1.1\r\nHost: t\r\n\r\n")
     time.sleep(0.3)
-    # A reset: the client is certainly gone. (A plain FIN after a complete
-    # request is read by the core as a half-close: the answer is still owed.)
+    # A reset: the client is certainly gone (a plain FIN: the tests below).
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     deadline = time.monotonic() + 3
     while not httpx.get(raw.url + "/seen", timeout=10).json()["disconnected"]:
         assert time.monotonic() < deadline, "receive() never answered http.disconnect"
         time.sleep(0.05)
+
+
+def test_a_plain_close_after_the_request_is_http_disconnect_within_100_ms(raw):
+    """A FIN (the client closed its socket) while the app awaits receive()
+    after the body: http.disconnect within 100 ms, on both backends."""
+    sock = raw.connect()
+    sock.sendall(b"GET /wait-disconnect HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(0.3)
+    closed_at = time.monotonic()
+    sock.close()
+    deadline = closed_at + 3
+    while not (seen := httpx.get(raw.url + "/seen", timeout=10).json())["disconnected"]:
+        assert time.monotonic() < deadline, "receive() never answered http.disconnect"
+        time.sleep(0.02)
+    took = seen["disconnected_at"] - closed_at
+    assert took < 0.1, f"http.disconnect {took * 1000:.0f} ms after the close"
+
+
+def test_a_half_closed_client_hears_disconnect_and_still_reads_the_answer(raw):
+    sock = raw.connect()
+    sock.sendall(b"GET /wait-disconnect?answer=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(0.2)
+    sock.shutdown(socket.SHUT_WR)
+    sock.settimeout(5)
+    got = b""
+    while chunk := sock.recv(4096):
+        got += chunk
+    sock.close()
+    assert got.startswith(b"HTTP/1.1 200"), got
+    assert got.endswith(b"19\r\nanswered after disconnect\r\n0\r\n\r\n"), got
 
 
 def _most_active_of_concurrent_slow_requests(server, n: int) -> int:

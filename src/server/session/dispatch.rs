@@ -92,6 +92,11 @@ impl AppCall {
         self.exchange.written(n);
     }
 
+    /// The client ended its sending side: the app may take it as gone.
+    pub(super) fn hang_up(&self) {
+        self.exchange.hang_up();
+    }
+
     /// The call ends unanswered (the connection closed or failed): the app's
     /// reads end and its sends fail.
     pub(super) fn abandon(self) {

@@ -6,6 +6,7 @@ import collections.abc
 import hashlib
 import json
 import os
+import time
 from urllib.parse import parse_qsl
 
 # What the slow-client and disconnect routes saw (read back through /seen).
@@ -131,7 +132,12 @@ async def app(scope, receive, send):
         message = await receive()
         assert message["type"] == "http.request" and not message.get("more_body")
         message = await receive()  # blocks until the client goes
+        SEEN["disconnected_at"] = time.monotonic()
         SEEN["disconnected"] = message["type"] == "http.disconnect"
+        if message["type"] == "http.disconnect" and "answer" in _query(scope):
+            # A half-closed client may still read what is written after.
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"answered after disconnect"})
     elif path == "/slow":
         # How many requests the loop runs at once (the backpressure test).
         SEEN["active"] += 1
