@@ -4,6 +4,8 @@
 //! Layers, one direction of dependency, top to bottom:
 //!
 //! - [`cli`]: flags and `M0SERVE_*` variables, turned into the options below;
+//! - [`supervisor`]: binds the listener once and runs `--workers` worker
+//!   processes on it, each the [`server`] below, replaced when they die;
 //! - [`server`]: binds the listener, spawns and pins the core threads, runs
 //!   graceful shutdown, and glues the protocol to the routes ([`server::session`]);
 //! - [`routes`]: the Rust-native routes answered on the core thread (health, static files);
@@ -33,6 +35,7 @@ pub mod python;
 pub mod reply;
 pub mod routes;
 pub mod server;
+pub mod supervisor;
 pub mod ws;
 #[cfg(feature = "python")]
 pub mod wsgi;

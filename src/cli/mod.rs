@@ -13,15 +13,18 @@
 //!
 //! Flags are grouped by concern, one clap `Args` struct per file, flattened
 //! into [`Args`]: [`server`] (the process), [`http`] (protocol limits and
-//! timeouts), [`routes`] (Rust-native routes), [`app`] (the Python application).
+//! timeouts), [`routes`] (Rust-native routes), [`app`] (the Python application),
+//! [`workers`] (the supervisor and its worker processes).
 
 mod app;
 mod http;
+mod log_prefix;
 mod routes;
 mod server;
 #[cfg(test)]
 mod tests;
 mod values;
+mod workers;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -51,6 +54,8 @@ struct Args {
     http: http::HttpArgs,
     #[command(flatten)]
     app: app::AppArgs,
+    #[command(flatten)]
+    workers: workers::WorkerArgs,
 }
 
 /// A parsed command line: what to serve, and how much to log about it.
@@ -59,6 +64,15 @@ pub struct Invocation {
     pub log_level: tracing::Level,
     /// The Python application named on the command line, if any.
     pub app: Option<AppSpec>,
+    /// How many workers the supervisor runs, and its pid file.
+    pub supervision: Supervision,
+}
+
+/// What the supervisor needs from the command line beyond [`Options`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Supervision {
+    pub workers: usize,
+    pub pid_file: Option<std::path::PathBuf>,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -76,16 +90,54 @@ pub enum CliError {
 
 /// Run the command line `args` (the program name first) in the pure-Rust
 /// binary; returns the exit status. An `APP` is refused: there is no Python here.
+///
+/// Started by a user, this process is the supervisor: it relaunches this
+/// same executable, with the same arguments, as each worker. Started by a
+/// supervisor, it is a worker and serves.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let invocation = match parse(args) {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let invocation = match parse(args.clone()) {
         Ok(invocation) => invocation,
         Err(e) => return e.report(),
     };
     if invocation.app.is_some() {
         return CliError::Usage(NO_PYTHON.into()).report();
     }
-    init_logging(invocation.log_level);
-    serve(invocation.options)
+    let link = match crate::supervisor::link::from_env() {
+        Ok(link) => link,
+        Err(e) => return CliError::Usage(e).report(),
+    };
+    let Invocation {
+        mut options,
+        log_level,
+        supervision,
+        ..
+    } = invocation;
+    match link {
+        Some(link) => {
+            init_logging(log_level, Some(link.number));
+            link.enter(&mut options);
+            serve(options)
+        }
+        None => {
+            init_logging(log_level, None);
+            let relaunch = match std::env::current_exe() {
+                Ok(program) => crate::supervisor::Relaunch {
+                    program,
+                    args: args.into_iter().skip(1).collect(),
+                },
+                Err(e) => {
+                    eprintln!("m0serve: error: finding this executable to start workers: {e}");
+                    return 1;
+                }
+            };
+            crate::supervisor::run(crate::supervisor::Plan::new(
+                &options,
+                &supervision,
+                relaunch,
+            ))
+        }
+    }
 }
 
 impl CliError {
@@ -126,6 +178,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         routes,
         http,
         app,
+        workers,
     } = Args::try_parse_from(args).map_err(clap_error)?;
     let backend = server.backend()?;
     let router = routes.router()?;
@@ -147,11 +200,17 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
+        inherited: None,
+        phase_hook: None,
     };
     Ok(Invocation {
         options,
         log_level: server.log_level.into(),
         app,
+        supervision: Supervision {
+            workers: workers.workers,
+            pid_file: workers.pid_file,
+        },
     })
 }
 
@@ -167,9 +226,10 @@ fn clap_error(e: clap::Error) -> CliError {
 }
 
 /// Log to stderr at `level`, or as `RUST_LOG` says when it is set. Colours
-/// only on a terminal, so log files stay free of escape codes. A second call
-/// (tests, embedding) leaves the first subscriber in place.
-pub fn init_logging(level: tracing::Level) {
+/// only on a terminal, so log files stay free of escape codes. A worker's
+/// lines begin with `worker=N` (its supervisor and siblings share the
+/// stream). A second call (tests, embedding) leaves the first subscriber in place.
+pub fn init_logging(level: tracing::Level, worker: Option<usize>) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -179,5 +239,6 @@ pub fn init_logging(level: tracing::Level) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
+        .event_format(log_prefix::Prefixed::new(worker))
         .try_init();
 }

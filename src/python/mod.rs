@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use crate::asgi::{AsgiApp, AsgiConfig};
 use crate::cli::{self, AppSpec, CliError, Interface, Invocation};
 use crate::server::Options;
+use crate::supervisor;
 use crate::wsgi::{WsgiApp, WsgiConfig};
 
 /// Exit status for a bad command line or an application that cannot be loaded.
@@ -38,7 +39,8 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
         mut options,
         log_level,
         app,
-    } = match cli::parse(argv) {
+        supervision,
+    } = match cli::parse(argv.clone()) {
         Ok(invocation) => invocation,
         Err(e) => return Ok(e.report()),
     };
@@ -46,7 +48,26 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
         let missing = "missing the APP to serve, as module:attribute (e.g. m0serve app:app)";
         return Ok(CliError::Usage(missing.into()).report());
     };
-    cli::init_logging(log_level);
+    let link = match supervisor::link::from_env() {
+        Ok(link) => link,
+        Err(e) => return Ok(CliError::Usage(e).report()),
+    };
+    let Some(link) = link else {
+        // The supervisor: it never imports the application.
+        cli::init_logging(log_level, None);
+        let relaunch = match relaunch(py, &argv) {
+            Ok(relaunch) => relaunch,
+            Err(e) => {
+                eprintln!("m0serve: error: finding the interpreter to start workers: {e}");
+                return Ok(1);
+            }
+        };
+        let plan = supervisor::Plan::new(&options, &supervision, relaunch);
+        let_the_server_take_sigint(py)?;
+        return Ok(py.detach(|| supervisor::run(plan)));
+    };
+    cli::init_logging(log_level, Some(link.number));
+    link.enter(&mut options);
 
     let object = match load::load(py, &spec) {
         Ok(object) => object,
@@ -119,6 +140,25 @@ fn serve_asgi(
     let status = py.detach(|| cli::serve(options));
     app.stop(py, graceful);
     Ok(status)
+}
+
+/// How a worker is started: this interpreter (`sys.executable`, the user's
+/// virtualenv's) running `-m m0serve` with the same arguments.
+fn relaunch(py: Python<'_>, argv: &[OsString]) -> PyResult<supervisor::Relaunch> {
+    let executable: String = PyModule::import(py, "sys")?
+        .getattr("executable")?
+        .extract()?;
+    if executable.is_empty() {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "sys.executable is empty",
+        ));
+    }
+    let mut args: Vec<OsString> = vec!["-m".into(), "m0serve".into()];
+    args.extend(argv.iter().skip(1).cloned());
+    Ok(supervisor::Relaunch {
+        program: executable.into(),
+        args,
+    })
 }
 
 fn wsgi_config(spec: &AppSpec) -> WsgiConfig {

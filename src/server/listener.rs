@@ -16,10 +16,15 @@ use super::Listen;
 /// The listen backlog: what a burst (or a full server) queues in the kernel.
 pub const BACKLOG: i32 = 1024;
 
-/// A bound listener. A Unix socket's file is removed when this is dropped.
+/// A bound listener. A Unix socket's file is removed when this is dropped,
+/// unless it is `shared`.
 pub struct Listener {
     pub fd: Arc<OwnedFd>,
     pub addr: Address,
+    /// Bound by a supervisor and shared with its other workers: one open file
+    /// description, so this process must neither shut it down (that would stop
+    /// every worker's listener) nor unlink its file (the supervisor's to do).
+    pub shared: bool,
 }
 
 impl Listener {
@@ -29,7 +34,12 @@ impl Listener {
     /// takes a TCP listener out of LISTEN (new connections are refused at
     /// once; the backlog, which nobody will accept, is reset) and makes a
     /// Unix listener refuse connects.
+    ///
+    /// A `shared` listener is left alone: its owner, the supervisor, shuts it.
     pub fn stop_listening(&self) {
+        if self.shared {
+            return;
+        }
         if let Err(e) = socket2::SockRef::from(&*self.fd).shutdown(std::net::Shutdown::Read) {
             tracing::warn!("closing the listener: {e}");
         }
@@ -80,6 +90,7 @@ fn bind_tcp(host: &str, port: u16) -> io::Result<Listener> {
     Ok(Listener {
         fd: Arc::new(sock.into()),
         addr: Address::Tcp(bound),
+        shared: false,
     })
 }
 
@@ -93,6 +104,25 @@ fn bind_unix(path: &Path) -> io::Result<Listener> {
     Ok(Listener {
         fd: Arc::new(sock.into()),
         addr: Address::Unix(path.to_path_buf()),
+        shared: false,
+    })
+}
+
+/// Take over a listener a supervisor bound and passed down (a worker's):
+/// its address is read back from the socket; it is `shared`.
+pub fn adopt(fd: OwnedFd) -> io::Result<Listener> {
+    let sock = Socket::from(fd);
+    sock.set_nonblocking(true)?;
+    let local = sock.local_addr()?;
+    let addr = match (local.as_socket(), local.as_pathname()) {
+        (Some(inet), _) => Address::Tcp(inet),
+        (None, Some(path)) => Address::Unix(path.to_path_buf()),
+        (None, None) => return Err(io::Error::other("the inherited listener has no address")),
+    };
+    Ok(Listener {
+        fd: Arc::new(sock.into()),
+        addr,
+        shared: true,
     })
 }
 
@@ -127,6 +157,9 @@ fn remove_stale(path: &Path) -> io::Result<()> {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        if self.shared {
+            return;
+        }
         if let Address::Unix(path) = &self.addr {
             if let Err(e) = std::fs::remove_file(path) {
                 tracing::warn!("removing {}: {e}", path.display());

@@ -72,16 +72,38 @@ pub struct Options {
     pub body_read_timeout: Duration,
     /// Output the client takes none of for this long closes the connection.
     pub send_timeout: Duration,
+    /// A listener already bound, used instead of binding `listen`: a worker's,
+    /// inherited from its supervisor (see [`listener::adopt`]).
+    pub inherited: Option<std::os::fd::OwnedFd>,
+    /// Told when the server is ready (cores up) and when its drain begins:
+    /// how a worker keeps its supervisor informed.
+    pub phase_hook: Option<PhaseHook>,
 }
+
+/// A moment in the server's life that [`Options::phase_hook`] is told of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The core threads are up and accepting.
+    Ready,
+    /// A signal began the graceful shutdown.
+    Draining,
+}
+
+/// See [`Options::phase_hook`]; called on the server's main thread.
+pub type PhaseHook = Box<dyn FnMut(Phase) + Send>;
 
 /// Serve until SIGTERM or SIGINT; returns the process exit code: 0 after a
 /// graceful shutdown, 1 when a core thread failed.
-pub fn run(options: Options) -> io::Result<i32> {
+pub fn run(mut options: Options) -> io::Result<i32> {
     let kind = backend::select(options.backend).map_err(io::Error::other)?;
     let pins = cores::plan(options.cores, &cores::allowed(), cores::available())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let listener = listener::bind(&options.listen)?;
+    let listener = match options.inherited.take() {
+        Some(fd) => listener::adopt(fd)?,
+        None => listener::bind(&options.listen)?,
+    };
+    let hook = options.phase_hook.take();
     let control = Arc::new(Control::new(options.max_connections));
     let graceful = options.graceful_timeout;
 
@@ -123,6 +145,7 @@ pub fn run(options: Options) -> io::Result<i32> {
         control,
         graceful,
         Arc::new(core_main),
+        hook,
     )
 }
 
@@ -150,7 +173,13 @@ fn serve(
     control: Arc<Control>,
     graceful: Duration,
     core_main: CoreMain,
+    mut hook: Option<PhaseHook>,
 ) -> io::Result<i32> {
+    let mut tell = |phase| {
+        if let Some(hook) = hook.as_mut() {
+            hook(phase);
+        }
+    };
     let n = pins.len();
     // Handlers go in before the log line: a SIGTERM sent by whoever read
     // it must begin a shutdown, not kill the process.
@@ -186,6 +215,7 @@ fn serve(
     }
 
     if !failed.load(Ordering::SeqCst) {
+        tell(Phase::Ready);
         // Ends with a signal, or with None when a failing core closed the iterator.
         if let Some(signal) = signals.forever().next() {
             let name = if signal == SIGINT {
@@ -197,6 +227,9 @@ fn serve(
         }
     }
     control.shut_down(Instant::now() + graceful);
+    // After the flag, so that a supervisor that shuts the shared listener on
+    // hearing this finds the cores expecting their accepts to fail.
+    tell(Phase::Draining);
     // After the flag: a core that sees its accept fail knows why.
     listener.stop_listening();
     board.wake_all();
@@ -314,6 +347,7 @@ mod tests {
                 control,
                 grace,
                 core_main,
+                None,
             )
         })
     }
@@ -364,6 +398,7 @@ mod tests {
                 control,
                 grace,
                 core_main,
+                None,
             )
         });
         // Served (closed at once by the placeholder): the cores run, and the

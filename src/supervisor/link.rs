@@ -1,0 +1,132 @@
+//! The worker's side of its supervisor: what the supervisor passes down (in
+//! internal `M0SERVE_WORKER_*` variables, not flags), and what the worker
+//! does with it.
+//!
+//! - the listener, bound once by the supervisor and shared by every worker;
+//! - a status pipe, on which the worker writes [`READY`] once its app is
+//!   loaded (lifespan startup included) and its cores accept, and
+//!   [`DRAINING`] when its drain begins;
+//! - the lifeline: the read end of a pipe whose write end only the
+//!   supervisor holds. End of file means the supervisor is gone, however it
+//!   died, and the worker exits at once: no orphans (on Linux
+//!   `PR_SET_PDEATHSIG`, set at spawn, kills it even sooner).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::server::{Options, Phase};
+
+/// The worker's number, from 1.
+pub const INDEX: &str = "M0SERVE_WORKER_INDEX";
+/// The shared listening socket.
+pub const LISTENER_FD: &str = "M0SERVE_WORKER_FD";
+/// The write end of the status pipe.
+pub const STATUS_FD: &str = "M0SERVE_WORKER_STATUS_FD";
+/// The read end of the lifeline.
+pub const LIFELINE_FD: &str = "M0SERVE_WORKER_LIFELINE_FD";
+
+/// Written on the status pipe when the worker is ready.
+pub const READY: u8 = b'R';
+/// Written on the status pipe when the worker's drain has begun.
+pub const DRAINING: u8 = b'D';
+
+/// A worker's inheritance from its supervisor.
+pub struct Link {
+    pub number: usize,
+    listener: OwnedFd,
+    status: File,
+    lifeline: OwnedFd,
+}
+
+/// The link when this process was started as a worker; `None` when it was
+/// not (it is then a supervisor). The variables are removed, so what the
+/// application starts is not taken for a worker.
+pub fn from_env() -> Result<Option<Link>, String> {
+    let Some(number) = take_var(INDEX) else {
+        return Ok(None);
+    };
+    let number = number
+        .parse()
+        .map_err(|_| format!("{INDEX}={number} is not a worker number"))?;
+    let fd = |name: &str| -> Result<OwnedFd, String> {
+        let value = take_var(name).ok_or_else(|| format!("{INDEX} is set but {name} is not"))?;
+        let raw: RawFd = value
+            .parse()
+            .map_err(|_| format!("{name}={value} is not a descriptor"))?;
+        adopt(raw).ok_or_else(|| format!("{name}={value} is not an open descriptor"))
+    };
+    Ok(Some(Link {
+        number,
+        listener: fd(LISTENER_FD)?,
+        status: File::from(fd(STATUS_FD)?),
+        lifeline: fd(LIFELINE_FD)?,
+    }))
+}
+
+fn take_var(name: &str) -> Option<String> {
+    let value = std::env::var(name).ok()?;
+    std::env::remove_var(name);
+    Some(value)
+}
+
+/// Own `raw`, close-on-exec again (the application's subprocesses must not
+/// hold the listener), or `None` if it is not open.
+fn adopt(raw: RawFd) -> Option<OwnedFd> {
+    // SAFETY: F_GETFD/F_SETFD on a descriptor number only read and set its flags.
+    let open = unsafe { libc::fcntl(raw, libc::F_GETFD) } >= 0
+        && unsafe { libc::fcntl(raw, libc::F_SETFD, libc::FD_CLOEXEC) } >= 0;
+    // SAFETY: the supervisor opened `raw` for this process alone, and this
+    // is its one adoption (the variable naming it was removed).
+    open.then(|| unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+impl Link {
+    /// Become worker `number`: the title, the lifeline watch, and the
+    /// server's listener and phase hook in `options`. SIGHUP, SIGTTIN and
+    /// SIGTTOU, the supervisor's to act on, are ignored here (a terminal's
+    /// hang-up reaches the whole process group).
+    pub fn enter(self, options: &mut Options) {
+        super::title::set(&format!("m0serve: worker {}", self.number));
+        for signal in [libc::SIGHUP, libc::SIGTTIN, libc::SIGTTOU] {
+            let _ = signal_hook::flag::register(signal, Arc::new(AtomicBool::new(false)));
+        }
+        watch(self.lifeline);
+        options.inherited = Some(self.listener);
+        let mut status = self.status;
+        options.phase_hook = Some(Box::new(move |phase| {
+            let byte = match phase {
+                Phase::Ready => READY,
+                Phase::Draining => DRAINING,
+            };
+            // A supervisor that is gone is the lifeline's business.
+            let _ = status.write_all(&[byte]);
+        }));
+    }
+}
+
+/// Exit as soon as the lifeline reads end of file. `_exit`, not a drain:
+/// with the supervisor gone nobody would replace or stop this worker.
+fn watch(lifeline: OwnedFd) {
+    let spawned = std::thread::Builder::new()
+        .name("m0-lifeline".into())
+        .spawn(move || {
+            let mut lifeline = File::from(lifeline);
+            let mut byte = [0u8; 1];
+            loop {
+                match lifeline.read(&mut byte) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Ok(n) if n > 0 => continue,
+                    _ => break,
+                }
+            }
+            eprintln!("m0serve: the supervisor is gone; worker exiting");
+            // SAFETY: _exit ends the process without running anything else.
+            unsafe { libc::_exit(1) }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("watching the supervisor: {e}");
+    }
+}

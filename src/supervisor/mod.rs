@@ -1,0 +1,107 @@
+//! The supervisor: binds the listener once, runs `--workers` worker processes
+//! on it, and keeps them running. It never imports the application.
+//!
+//! Each worker is the whole server of one process ([`crate::server::run`]),
+//! started by running this same program again with the same arguments — the
+//! Python entry relaunches `sys.executable -m m0serve`, the pure binary its
+//! own executable — so it runs on the user's interpreter, virtualenv,
+//! environment and working directory; internal `M0SERVE_WORKER_*` variables
+//! tell it that it is a worker and which descriptors it inherited ([`link`]).
+//!
+//! - A worker that exits is logged with its status or signal and replaced;
+//!   one that fails before it is READY on the first start stops the
+//!   supervisor with that worker's exit status (2 for an app that cannot be
+//!   loaded; the worker printed why). Later starts that fail back off
+//!   exponentially ([`backoff`]).
+//! - SIGTERM/SIGINT: every worker drains; once each said its drain began
+//!   (50 ms at most), the supervisor shuts the listener, so new connections
+//!   are refused. Workers never shut the shared socket themselves.
+//! - SIGHUP: a rolling restart, one worker at a time: its replacement is
+//!   started, and only once it is READY is the old one drained. A
+//!   replacement that fails leaves the old worker serving.
+//! - SIGTTIN / SIGTTOU: one worker more / fewer (at least one).
+//! - The supervisor's death, even by SIGKILL, ends every worker within a
+//!   second (the lifeline, and `PR_SET_PDEATHSIG` on Linux).
+
+mod arbiter;
+mod backoff;
+pub mod link;
+mod pid_file;
+mod title;
+mod wakeup;
+mod worker;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::Supervision;
+use crate::server::{listener, Listen, Options};
+
+/// How to start a worker: this program again, with its arguments.
+#[derive(Clone, Debug)]
+pub struct Relaunch {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// What the supervisor runs.
+pub struct Plan {
+    pub listen: Listen,
+    pub workers: usize,
+    pub pid_file: Option<PathBuf>,
+    /// The workers' `--graceful-timeout`: a worker still running this long
+    /// (and a margin) after it was told to stop is killed.
+    pub graceful_timeout: Duration,
+    pub relaunch: Relaunch,
+}
+
+impl Plan {
+    pub fn new(options: &Options, supervision: &Supervision, relaunch: Relaunch) -> Plan {
+        Plan {
+            listen: options.listen.clone(),
+            workers: supervision.workers,
+            pid_file: supervision.pid_file.clone(),
+            graceful_timeout: options.graceful_timeout,
+            relaunch,
+        }
+    }
+}
+
+/// Supervise until SIGTERM or SIGINT; returns the exit status: 0 after a
+/// graceful shutdown, 1 when the listener (or the pid file) failed, a
+/// worker's status when the first start failed.
+pub fn run(plan: Plan) -> i32 {
+    title::set("m0serve: supervisor");
+    let fail = |e: std::io::Error| {
+        eprintln!("m0serve: error: {e}");
+        1
+    };
+    // Handlers before any worker, so no signal and no exit is missed.
+    let wakeup = match wakeup::Wakeup::install() {
+        Ok(wakeup) => wakeup,
+        Err(e) => return fail(e),
+    };
+    let listener = match listener::bind(&plan.listen) {
+        Ok(listener) => listener,
+        Err(e) => return fail(e),
+    };
+    let pid_file = match plan.pid_file.as_deref().map(pid_file::PidFile::write) {
+        Some(Err(e)) => return fail(e),
+        Some(Ok(file)) => Some(file),
+        None => None,
+    };
+    tracing::info!(
+        "supervisor (pid {}) bound {}; starting {} worker(s)",
+        std::process::id(),
+        listener.addr,
+        plan.workers
+    );
+    let status = match arbiter::Arbiter::new(&plan, &listener, wakeup) {
+        Ok(arbiter) => arbiter.run(),
+        Err(e) => fail(e),
+    };
+    drop(pid_file);
+    drop(listener); // unlinks a Unix socket's file, after every worker exited
+    status
+}

@@ -1,0 +1,55 @@
+//! The signals the supervisor acts on, and a descriptor its loop polls that
+//! becomes readable when one arrives (signal-hook writes to it from the
+//! handler), so the loop sleeps in one `poll` on signals and workers alike.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+use libc::c_int;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGTTIN, SIGTTOU};
+use signal_hook::iterator::Signals;
+
+/// Stop (TERM, INT), roll (HUP), one worker more or less (TTIN, TTOU), and a
+/// child's exit (CHLD).
+const HANDLED: [c_int; 6] = [SIGTERM, SIGINT, SIGHUP, SIGTTIN, SIGTTOU, SIGCHLD];
+
+pub struct Wakeup {
+    signals: Signals,
+    read: UnixStream,
+}
+
+impl Wakeup {
+    /// Install the handlers (before any worker starts, so none is missed).
+    pub fn install() -> io::Result<Wakeup> {
+        let (read, write) = UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        write.set_nonblocking(true)?;
+        for signal in HANDLED {
+            signal_hook::low_level::pipe::register(signal, write.try_clone()?)?;
+        }
+        Ok(Wakeup {
+            signals: Signals::new(HANDLED)?,
+            read,
+        })
+    }
+
+    /// Readable once a signal arrived.
+    pub fn fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    /// The signals that arrived since the last call (each once).
+    pub fn take(&mut self) -> Vec<c_int> {
+        let mut sink = [0u8; 64];
+        while matches!(self.read.read(&mut sink), Ok(n) if n > 0) {}
+        self.signals.pending().collect()
+    }
+}
+
+/// `SIGTERM`, or `signal 42` for one without a name.
+pub fn name(signal: c_int) -> String {
+    signal_hook::low_level::signal_name(signal)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("signal {signal}"))
+}

@@ -1,0 +1,192 @@
+//! One worker process as the supervisor sees it: started, with the listener,
+//! its status pipe and the lifeline (see [`super::link`]), from the same
+//! program and arguments as the supervisor, in its environment and working
+//! directory; its READY and DRAINING bytes; its exit.
+//!
+//! Spawned, not forked: the supervisor may be a Python process, and a fork
+//! of one is no fresh interpreter. The descriptors are created close-on-exec
+//! and made inheritable only in the child, between fork and exec, so no
+//! other process started meanwhile gets them.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus};
+use std::time::Instant;
+
+use super::link::{self, DRAINING, READY};
+use super::wakeup;
+use super::Relaunch;
+
+/// What every worker inherits from the supervisor.
+pub struct Inherit<'a> {
+    pub listener: BorrowedFd<'a>,
+    pub lifeline: BorrowedFd<'a>,
+}
+
+pub struct Worker {
+    /// From 1; a replacement takes the number of the worker it replaces.
+    pub number: usize,
+    child: Child,
+    /// The status pipe's read end (non-blocking); `None` after end of file.
+    status: Option<File>,
+    pub ready: bool,
+    pub drain_begun: bool,
+    pub started: Instant,
+}
+
+impl Worker {
+    pub fn spawn(relaunch: &Relaunch, number: usize, inherit: &Inherit<'_>) -> io::Result<Worker> {
+        let (status_read, status_write) = pipe()?;
+        // SAFETY: O_NONBLOCK on a descriptor we own.
+        unsafe { libc::fcntl(status_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let listener = inherit.listener.as_raw_fd();
+        let lifeline = inherit.lifeline.as_raw_fd();
+        let status = status_write.as_raw_fd();
+        let mut command = Command::new(&relaunch.program);
+        command
+            .args(&relaunch.args)
+            .env(link::INDEX, number.to_string())
+            .env(link::LISTENER_FD, listener.to_string())
+            .env(link::STATUS_FD, status.to_string())
+            .env(link::LIFELINE_FD, lifeline.to_string());
+        // The CPU hook (issue 9, point 3): the CPUs `plan_workers` gives worker
+        // `number` are passed here, for the worker to pin its cores and pool to.
+        let supervisor = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs in the child between fork and exec and
+        // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
+        unsafe {
+            command.pre_exec(move || {
+                for fd in [listener, lifeline, status] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                #[cfg(target_os = "linux")]
+                {
+                    // Killed when the supervisor's thread that spawned it dies
+                    // (the supervisor's main loop, which lives to the end).
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    if libc::getppid() != supervisor {
+                        libc::_exit(1);
+                    }
+                }
+                Ok(())
+            })
+        };
+        let child = command.spawn()?;
+        drop(status_write);
+        Ok(Worker {
+            number,
+            child,
+            status: Some(File::from(status_read)),
+            ready: false,
+            drain_begun: false,
+            started: Instant::now(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The status pipe, while it is open, to poll.
+    pub fn status_fd(&self) -> Option<RawFd> {
+        self.status.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// Read what the worker wrote; true when this made it ready.
+    pub fn read_status(&mut self) -> bool {
+        let Some(status) = self.status.as_mut() else {
+            return false;
+        };
+        let was_ready = self.ready;
+        let mut bytes = [0u8; 16];
+        loop {
+            match status.read(&mut bytes) {
+                Ok(0) => {
+                    self.status = None;
+                    break;
+                }
+                Ok(n) => {
+                    self.ready |= bytes[..n].contains(&READY);
+                    self.drain_begun |= bytes[..n].contains(&DRAINING);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.ready && !was_ready
+    }
+
+    /// Its exit status, once it has exited (reaped here).
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill on our own child's pid, not yet reaped (try_exit
+        // reaps it, and the worker is dropped then), so it is not reused.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+}
+
+/// `exit status 2`, `killed by SIGKILL`, `killed by SIGSEGV (core dumped)`.
+pub fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!(
+            "killed by {}{}",
+            wakeup::name(signal),
+            if status.core_dumped() {
+                " (core dumped)"
+            } else {
+                ""
+            }
+        ),
+        (None, None) => format!("{status}"),
+    }
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    #[cfg(target_os = "linux")]
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    #[cfg(not(target_os = "linux"))]
+    // SAFETY: as above; close-on-exec is set right after (the supervisor
+    // spawns from one thread, so no fork sees the gap).
+    let rc = unsafe {
+        let rc = libc::pipe(fds.as_mut_ptr());
+        if rc == 0 {
+            libc::fcntl(fds[0], libc::F_SETFD, libc::FD_CLOEXEC);
+            libc::fcntl(fds[1], libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        rc
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe returned two new descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_read_as_an_operator_would_say_them() {
+        assert_eq!(describe(ExitStatus::from_raw(2 << 8)), "exit status 2");
+        assert_eq!(
+            describe(ExitStatus::from_raw(libc::SIGKILL)),
+            "killed by SIGKILL"
+        );
+        assert_eq!(
+            describe(ExitStatus::from_raw(libc::SIGSEGV | 0x80)),
+            "killed by SIGSEGV (core dumped)"
+        );
+    }
+}
