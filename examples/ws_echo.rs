@@ -48,6 +48,8 @@ fn main() {
         body_buffer: None,
         body_read_timeout: Duration::from_secs(30),
         send_timeout: Duration::from_secs(30),
+        inherited: None,
+        phase_hook: None,
     };
     let code = server::run(options).expect("serve");
     std::process::exit(code);

@@ -72,8 +72,16 @@ fn defaults() {
         options,
         log_level,
         app,
+        supervision,
     } = ok(&[]);
     assert!(app.is_none());
+    assert_eq!(
+        supervision,
+        super::Supervision {
+            workers: 1,
+            pid_file: None
+        }
+    );
     assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
     assert_eq!(options.cores, None);
     assert_eq!(options.backend, Choice::Auto);
@@ -524,4 +532,12 @@ fn slow_client_flags_and_their_variables() {
 
     assert!(usage(&["--request-buffering=maybe"]).contains("--request-buffering"));
     assert!(usage(&["--send-timeout=-1"]).contains("--send-timeout"));
+}
+
+#[test]
+fn workers_and_the_pid_file_take_flags() {
+    let inv = ok(&["--workers", "3", "--pid-file", "/run/m0.pid"]);
+    assert_eq!(inv.supervision.workers, 3);
+    assert_eq!(inv.supervision.pid_file, Some(PathBuf::from("/run/m0.pid")));
+    assert!(parse(["m0serve", "--workers", "0"].map(OsString::from)).is_err());
 }

@@ -114,7 +114,13 @@ impl<'a> Arbiter<'a> {
             lifeline: self.lifeline.0.as_fd(),
         };
         let w = Worker::spawn(&self.relaunch, number, &inherit)?;
-        tracing::info!("worker {number} started (pid {})", w.pid());
+        // Quiet on the first start: an app that cannot load must read as
+        // today's one line, the worker's.
+        if self.booting {
+            tracing::debug!("worker {number} started (pid {})", w.pid());
+        } else {
+            tracing::info!("worker {number} started (pid {})", w.pid());
+        }
         Ok(w)
     }
 
@@ -185,7 +191,12 @@ impl<'a> Arbiter<'a> {
                 .all(|s| s.worker.as_ref().is_some_and(|w| w.ready))
         {
             self.booting = false;
-            tracing::info!("{} worker(s) ready", self.slots.len());
+            tracing::info!(
+                "supervisor (pid {}): {} worker(s) ready on {}",
+                std::process::id(),
+                self.slots.len(),
+                self.listener.addr
+            );
         }
     }
 
@@ -239,7 +250,8 @@ impl<'a> Arbiter<'a> {
             return;
         }
         if self.booting {
-            tracing::error!("worker {number} (pid {pid}) failed to start ({why}): stopping");
+            // The worker said why; the supervisor exits with its status.
+            tracing::debug!("worker {number} (pid {pid}) failed to start ({why}): stopping");
             self.status = status.code().filter(|&c| c != 0).unwrap_or(1);
             self.stop();
             return;

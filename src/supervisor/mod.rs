@@ -91,7 +91,7 @@ pub fn run(plan: Plan) -> i32 {
         Some(Ok(file)) => Some(file),
         None => None,
     };
-    tracing::info!(
+    tracing::debug!(
         "supervisor (pid {}) bound {}; starting {} worker(s)",
         std::process::id(),
         listener.addr,
