@@ -76,7 +76,7 @@ impl<'a> Arbiter<'a> {
                 Err(e) => {
                     eprintln!("m0serve: error: starting worker {}: {e}", index + 1);
                     self.status = 1;
-                    self.stop();
+                    self.stop(SIGTERM);
                     break;
                 }
             }
@@ -253,7 +253,7 @@ impl<'a> Arbiter<'a> {
             // The worker said why; the supervisor exits with its status.
             tracing::debug!("worker {number} (pid {pid}) failed to start ({why}): stopping");
             self.status = status.code().filter(|&c| c != 0).unwrap_or(1);
-            self.stop();
+            self.stop(SIGTERM);
             return;
         }
         let slot = &mut self.slots[index];
@@ -307,7 +307,7 @@ impl<'a> Arbiter<'a> {
                     "{name}: stopping the workers (graceful timeout {:?})",
                     self.graceful
                 );
-                self.stop();
+                self.stop(signal);
             }
             return;
         }
@@ -373,13 +373,14 @@ impl<'a> Arbiter<'a> {
         }
     }
 
-    /// Tell every worker to drain, and once the ready ones said their drain
-    /// began, shut the listener: new connections are refused from then on.
-    fn stop(&mut self) {
+    /// Tell every worker to drain (passing on the supervisor's `signal`, so
+    /// their logs say which), and once the ready ones said their drain began,
+    /// shut the listener: new connections are refused from then on.
+    fn stop(&mut self, signal: c_int) {
         self.stopping = Some(Instant::now() + self.graceful + KILL_MARGIN);
         self.roll = None;
         for w in self.live() {
-            w.signal(SIGTERM);
+            w.signal(signal);
         }
         let until = Instant::now() + DRAIN_ACK;
         loop {

@@ -149,7 +149,7 @@ def test_a_killed_worker_is_logged_and_replaced_and_only_its_connections_are_los
         os.kill(victim, signal.SIGKILL)
         server.wait_for(rf"worker \d+ \(pid {victim}\) exited: killed by SIGKILL", 5)
         m = server.wait_for(rf"worker (\d+) \(pid (?!{other}\)|{victim}\))(\d+)\) ready", 5)
-        replacement = int(m.group(3))
+        replacement = int(m.group(2))
         ready_after = time.monotonic() - killed_at
         deadline = time.monotonic() + 5
         while str(replacement) not in {body for _, _, body in load.results} and time.monotonic() < deadline:
