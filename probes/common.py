@@ -51,13 +51,7 @@ class Server:
         sys.exit("probe: m0serve did not start: %s\n%s" % (" ".join(cmd), "".join(self.stderr)))
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         rest = self.proc.stderr.read() if self.proc.stderr else ""
         self.stderr.append(rest or "")
         return "".join(self.stderr)
@@ -67,6 +61,17 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def stop_process(proc):
+    """SIGTERM the server this probe started (by its Popen), SIGKILL after 15 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def request(path, close=False):

@@ -41,13 +41,12 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 
-from common import Server
+from common import Server, stop_process
 
 THREADS = 2
 TRICKLERS = 8
@@ -83,12 +82,7 @@ class Peer:
         return self
 
     def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
 
 def start_tricklers(addr):

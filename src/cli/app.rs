@@ -9,6 +9,9 @@ use clap::{Args, ValueEnum};
 use super::values::at_least_one;
 use super::CliError;
 
+/// The default `--blocking-threads`.
+pub const DEFAULT_BLOCKING_THREADS: usize = 4;
+
 #[derive(Args, Debug)]
 pub(super) struct AppArgs {
     /// The application to serve, as module:attribute (dotted attributes allowed), e.g. app:app.
@@ -40,11 +43,14 @@ pub(super) struct AppArgs {
     working_dir: Option<PathBuf>,
 
     /// Python threads running the application; 0 runs it on the core thread (loop-only).
+    // 4 by default: a view that waits (a database, an API) must not hold up
+    // the next client, and the GIL turn keeps CPU-bound views as fast on 4
+    // threads as on 1 (bench/threads.sh, figures in the README).
     #[arg(
         long,
         env = "M0SERVE_BLOCKING_THREADS",
         value_name = "N",
-        default_value_t = 1
+        default_value_t = DEFAULT_BLOCKING_THREADS
     )]
     blocking_threads: usize,
 
