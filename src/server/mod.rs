@@ -143,10 +143,16 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         kind,
         batch,
         control,
-        graceful,
+        Lifecycle { graceful, hook },
         Arc::new(core_main),
-        hook,
     )
+}
+
+/// How the server's life is told and ended: its graceful timeout, and who
+/// hears of its phases.
+struct Lifecycle {
+    graceful: Duration,
+    hook: Option<PhaseHook>,
 }
 
 /// What a core thread runs: its backend's loop with its own service.
@@ -171,10 +177,10 @@ fn serve(
     kind: Kind,
     batch: Batch,
     control: Arc<Control>,
-    graceful: Duration,
+    lifecycle: Lifecycle,
     core_main: CoreMain,
-    mut hook: Option<PhaseHook>,
 ) -> io::Result<i32> {
+    let Lifecycle { graceful, mut hook } = lifecycle;
     let mut tell = |phase| {
         if let Some(hook) = hook.as_mut() {
             hook(phase);
@@ -345,9 +351,11 @@ mod tests {
                 Kind::Portable,
                 Batch::new(16),
                 control,
-                grace,
+                Lifecycle {
+                    graceful: grace,
+                    hook: None,
+                },
                 core_main,
-                None,
             )
         })
     }
@@ -396,9 +404,11 @@ mod tests {
                 Kind::Portable,
                 Batch::new(16),
                 control,
-                grace,
+                Lifecycle {
+                    graceful: grace,
+                    hook: None,
+                },
                 core_main,
-                None,
             )
         });
         // Served (closed at once by the placeholder): the cores run, and the
