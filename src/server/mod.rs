@@ -136,8 +136,9 @@ fn core_pins(requested: Option<usize>) -> io::Result<Vec<Option<CoreId>>> {
         None => budget.to_string(),
     };
     tracing::info!(
-        "{} core threads ({source}), {}",
+        "{} core thread{} ({source}), {}",
         worker.cores,
+        if worker.cores == 1 { "" } else { "s" },
         worker.placement()
     );
     Ok(worker.pins())

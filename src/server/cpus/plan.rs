@@ -87,10 +87,12 @@ pub fn plan_workers(
             let s = if cores == 1 { "" } else { "s" };
             format!("{workers} workers × {cores} core{s} = {threads} core threads")
         };
-        let how = if pin {
-            "the CPUs are shared round-robin"
-        } else {
+        let how = if !pin {
             "they share them"
+        } else if cores > allowed.len() {
+            "each worker's core threads share its CPUs unpinned"
+        } else {
+            "the CPUs are shared round-robin"
         };
         format!("{who} on {cpus} CPUs: {how}")
     });
@@ -163,7 +165,7 @@ mod tests {
         assert_eq!(plan.workers[0].placement(), "not pinned, on CPUs 0-1");
         assert_eq!(
             plan.warning.as_deref(),
-            Some("3 core threads on 2 CPUs: the CPUs are shared round-robin")
+            Some("3 core threads on 2 CPUs: each worker's core threads share its CPUs unpinned")
         );
     }
 
