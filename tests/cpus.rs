@@ -68,7 +68,8 @@ fn cpu_hierarchy() -> Result<(PathBuf, bool), String> {
             continue;
         };
         let v1 = controllers.split(',').any(|c| c == "cpu");
-        if !v1 && !(id == "0" && controllers.is_empty()) {
+        let v2 = id == "0" && controllers.is_empty();
+        if !v1 && !v2 {
             continue;
         }
         let Some(root) = mount(v1) else { continue };
