@@ -45,6 +45,9 @@ fn main() {
         access_log: false,
         ws: true,
         ws_max_message: 16 << 20,
+        body_buffer: None,
+        body_read_timeout: Duration::from_secs(30),
+        send_timeout: Duration::from_secs(30),
     };
     let code = server::run(options).expect("serve");
     std::process::exit(code);

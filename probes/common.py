@@ -25,12 +25,13 @@ def probe_app_dir():
 
 
 class Server:
-    """m0serve serving probe_app:wsgi, stopped with SIGTERM on exit."""
+    """m0serve serving `app` (default probe_app:wsgi, from `app_dir`, default
+    the shared folder), stopped with SIGTERM on exit."""
 
-    def __init__(self, m0serve, args, env=None, start_timeout=20.0):
+    def __init__(self, m0serve, args, env=None, start_timeout=20.0, app="probe_app:wsgi", app_dir=None):
         full_env = dict(os.environ)
         full_env.update(env or {})
-        cmd = [m0serve, "--port", "0", "--app-dir", probe_app_dir()] + args + ["probe_app:wsgi"]
+        cmd = [m0serve, "--port", "0", "--app-dir", app_dir or probe_app_dir()] + args + [app]
         self.cmd = cmd
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full_env, text=True

@@ -42,7 +42,7 @@ step() {
         /^ *Running /   { crate = $NF; sub(/.*\//, "", crate); sub(/-[0-9a-f]+\)$/, "", crate)
                           suite = ($2 == "unittests") ? crate " " $3 : $2 }
         /^ *Doc-tests / { suite = "doc-tests " $2 }
-        /^(pool-fairness|accept-batch)/ { print $0 }
+        /^(pool-fairness|accept-batch|slow-client)/ { print $0 }
         /^[0-9]+ passed, [0-9]+ failed$/ { print "cases: " $0 }
         /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
         /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
@@ -190,6 +190,9 @@ if [ -n "$newest_python" ]; then
             step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$venv/bin/m0serve" --backend "$backend"
         done
         step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$venv/bin/m0serve" --backend "${python_backends%%,*}"
+        for backend in ${python_backends//,/ }; do
+            step "probe slow-client ($backend)" timeout 300 "$venv/bin/python" probes/slow_client.py --m0serve "$venv/bin/m0serve" --backend "$backend"
+        done
     fi
 fi
 

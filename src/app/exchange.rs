@@ -27,11 +27,18 @@
 //! [`BODY_HIGH_WATER`] of request body buffered, [`RESPONSE_HIGH_WATER`] of
 //! answer queued or unwritten (body and file bytes; a head or an end is never
 //! refused).
+//!
+//! A body the core buffered in full ([`Exchange::push_complete`]) arrives at
+//! once: its memory part as body chunks, the rest as a file the app's reads
+//! go on with ([`BufferedBody`]), so no read waits on the client. The file is
+//! read on the app thread under the lock: a page-cache read of one chunk,
+//! while the core only takes the lock to hand over events and credit.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+use super::body_buffer::BufferedBody;
 use crate::backend::Notifier;
 
 /// The answer, piece by piece, as the application produces it.
@@ -126,6 +133,8 @@ pub enum Sent {
 pub const BODY_HIGH_WATER: usize = 256 * 1024;
 /// Answer bytes queued or unwritten past which the app's sends are refused.
 pub const RESPONSE_HIGH_WATER: usize = 512 * 1024;
+/// The most one read takes from a buffered body's file.
+const SPILL_READ: usize = 256 * 1024;
 
 /// Where `100 Continue` stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +152,8 @@ struct State {
     /// Body chunks not read yet; `body[0][body_pos..]` is next.
     body: VecDeque<Vec<u8>>,
     body_pos: usize,
+    /// The part of a buffered body past its memory, read after `body`.
+    spill: Option<File>,
     /// WebSocket messages not received yet.
     ws_in: VecDeque<WsMessage>,
     /// Bytes in `body` not read yet, plus the weight of `ws_in`.
@@ -198,6 +209,7 @@ impl Exchange {
             state: Mutex::new(State {
                 body: VecDeque::new(),
                 body_pos: 0,
+                spill: None,
                 ws_in: VecDeque::new(),
                 inbound: 0,
                 body_end: false,
@@ -303,13 +315,25 @@ impl Exchange {
             }
             notify |= Self::taken(&mut s, data.len());
             BodyRead::Data(data)
-        } else if s.body_end && s.body.is_empty() {
+        } else if let Some(file) = s.spill.as_mut().filter(|_| max > 0) {
+            match BufferedBody::read_spill(file, max.min(SPILL_READ)) {
+                Ok(data) if !data.is_empty() => BodyRead::Data(data),
+                Ok(_) => {
+                    s.spill = None;
+                    BodyRead::Eof
+                }
+                Err(e) => {
+                    tracing::warn!("reading a buffered request body back: {e}");
+                    return Err(Gone);
+                }
+            }
+        } else if s.body_end && s.body.is_empty() && s.spill.is_none() {
             BodyRead::Eof
         } else {
             s.armed = true;
             BodyRead::Empty
         };
-        let complete = s.body_end && s.body.is_empty();
+        let complete = s.body_end && s.body.is_empty() && s.spill.is_none();
         drop(s);
         if notify {
             self.notifier.notify();
@@ -465,6 +489,18 @@ impl Exchange {
         room
     }
 
+    /// The whole body, buffered by the core, and its end (before the app is
+    /// called: nothing waits for it, so nobody is woken).
+    pub fn push_complete(&self, body: BufferedBody) {
+        let mut s = self.lock();
+        for chunk in body.memory.into_iter().filter(|c| !c.is_empty()) {
+            s.inbound += chunk.len();
+            s.body.push_back(chunk);
+        }
+        s.spill = body.spill;
+        s.body_end = true;
+    }
+
     /// The request body is complete.
     pub fn end_body(&self) {
         let mut s = self.lock();
@@ -526,6 +562,7 @@ impl Exchange {
             s.gone = true;
             // WebSocket messages stay: the app still receives its Disconnect.
             s.body.clear();
+            s.spill = None;
             s.inbound = 0;
             s.events.clear();
             let armed = self.wake_app(&mut s);

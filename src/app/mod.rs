@@ -15,11 +15,13 @@
 //! requests; any other app sees the upgrade request as a plain HTTP request
 //! (a WSGI app sees a normal GET) and its answer goes out as plain HTTP.
 
+pub mod body_buffer;
 pub mod exchange;
 #[doc(hidden)]
 pub mod testing;
 pub mod waiters;
 
+pub use body_buffer::{BodyBuffer, BufferConfig, BufferedBody};
 pub use exchange::{AppWaker, BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
 
 use std::borrow::Cow;
@@ -78,6 +80,14 @@ pub trait App: Send + Sync + 'static {
     /// thread before it returns, so the request body must already be complete
     /// in the exchange when `call` is made.
     fn inline(&self) -> bool;
+
+    /// Whether the app's body reads block a thread while they wait for the
+    /// client (WSGI's `wsgi.input`). With request buffering on, such an app is
+    /// called only once the core holds the whole body ([`BodyBuffer`]); an app
+    /// whose reads only await (ASGI) keeps its body streamed.
+    fn blocking_reads(&self) -> bool {
+        false
+    }
 
     /// Whether the app takes WebSocket requests ([`RequestKind::WebSocket`]).
     /// If not, an upgrade request reaches it as plain HTTP. An inline app is

@@ -20,6 +20,7 @@ pub struct ThreadApp {
     handler: Handler,
     inline: bool,
     websocket: bool,
+    blocking_reads: bool,
     /// Calls still to refuse; each refusal notifies the caller 50 ms later.
     refuse: AtomicUsize,
     /// Every call made, refused ones included.
@@ -34,6 +35,7 @@ impl ThreadApp {
             handler: Arc::new(handler),
             inline: false,
             websocket: false,
+            blocking_reads: false,
             refuse: AtomicUsize::new(0),
             calls: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
@@ -49,6 +51,12 @@ impl ThreadApp {
     /// Take WebSocket requests ([`App::websocket`]).
     pub fn websocket(mut self) -> Self {
         self.websocket = true;
+        self
+    }
+
+    /// Its body reads block, as WSGI's do ([`App::blocking_reads`]).
+    pub fn blocking_reads(mut self) -> Self {
+        self.blocking_reads = true;
         self
     }
 
@@ -94,6 +102,10 @@ impl App for ThreadApp {
 
     fn websocket(&self) -> bool {
         self.websocket
+    }
+
+    fn blocking_reads(&self) -> bool {
+        self.blocking_reads
     }
 }
 

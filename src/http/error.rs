@@ -5,6 +5,8 @@
 pub enum HttpError {
     /// 400: malformed request line or header, smuggling-prone framing, bad chunk.
     BadRequest(&'static str),
+    /// 408: the body's next bytes took longer than the body read timeout.
+    RequestTimeout,
     /// 413: the body exceeds the limit.
     PayloadTooLarge,
     /// 431: the head exceeds the limit.
@@ -19,6 +21,7 @@ impl HttpError {
     pub fn status(&self) -> u16 {
         match self {
             HttpError::BadRequest(_) => 400,
+            HttpError::RequestTimeout => 408,
             HttpError::PayloadTooLarge => 413,
             HttpError::HeadTooLarge => 431,
             HttpError::NotImplemented(_) => 501,
@@ -30,6 +33,7 @@ impl HttpError {
     pub fn reason(&self) -> &'static str {
         match self {
             HttpError::BadRequest(why) => why,
+            HttpError::RequestTimeout => "request body timed out",
             HttpError::PayloadTooLarge => "request body too large",
             HttpError::HeadTooLarge => "request head too large",
             HttpError::NotImplemented(why) => why,

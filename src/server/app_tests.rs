@@ -42,6 +42,9 @@ fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
         access_log: false,
         ws: true,
         ws_max_message: 16 << 20,
+        body_buffer: None,
+        body_read_timeout: Duration::from_secs(30),
+        send_timeout: Duration::from_secs(30),
     });
     Setup::default().spawn_service(run, move |_, _| HttpService::new(shared.clone()))
 }

@@ -66,6 +66,13 @@ pub struct Options {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
+    /// Buffer the bodies of apps whose reads block (WSGI) before calling
+    /// them: memory, then a file (None: `--request-buffering off`).
+    pub body_buffer: Option<crate::app::BufferConfig>,
+    /// A request body's next bytes may take this long (408 beyond).
+    pub body_read_timeout: Duration,
+    /// Output the client takes none of for this long closes the connection.
+    pub send_timeout: Duration,
 }
 
 /// Serve until SIGTERM or SIGINT; returns the process exit code: 0 after a
@@ -98,6 +105,9 @@ pub fn run(options: Options) -> io::Result<i32> {
         access_log: options.access_log,
         ws: options.ws,
         ws_max_message: options.ws_max_message,
+        body_buffer: options.body_buffer.map(Arc::new),
+        body_read_timeout: options.body_read_timeout,
+        send_timeout: options.send_timeout,
     });
     let service = move |_core: usize| session::HttpService::new(shared.clone());
 

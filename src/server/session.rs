@@ -3,12 +3,24 @@
 //! timeouts and an output queue that keeps pipelined answers (file bodies
 //! included) in order.
 //!
+//! Slow clients are bounded both ways. A body whose next bytes take longer
+//! than the body read timeout gets a 408 and a close (streamed or buffered,
+//! WSGI or ASGI: the clock runs only while the session wants the body, so an
+//! app that has not taken what it was given is not the client's fault).
+//! Output the client takes none of for the send timeout closes the
+//! connection, and the app's exchange with it: a view waiting for room in
+//! [`Exchange::wait_room`](crate::app::Exchange::wait_room) wakes to a failed
+//! write. The clock is since the last progress, not the whole answer, so a
+//! slow but steady download is never cut.
+//!
 //! A request no Rust-native route answers goes to the [`App`] (404 when there
 //! is none); [`dispatch`] carries it there and its answer back. A WebSocket
 //! the app accepts turns the session over to [`websocket`] for the rest of
 //! the connection.
 
 mod dispatch;
+#[cfg(test)]
+mod slow_client_tests;
 #[cfg(test)]
 mod tests;
 mod websocket;
@@ -21,9 +33,9 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::app::{App, ServerAddr};
+use crate::app::{App, BufferConfig, ServerAddr};
 use crate::backend::{Notifier, Output, Peer, Service, Session};
-use crate::http::{Event, Framing, Limits, RequestHead, ServerConn};
+use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
 
@@ -51,6 +63,13 @@ pub struct Shared {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
+    /// How the bodies of apps with blocking reads are buffered before the
+    /// call (None: `--request-buffering off`, streamed).
+    pub body_buffer: Option<Arc<BufferConfig>>,
+    /// How long a request body's next bytes may take (408 beyond).
+    pub body_read_timeout: Duration,
+    /// How long queued output may wait for the client to take any (closed beyond).
+    pub send_timeout: Duration,
 }
 
 /// Opens an [`HttpSession`] per connection; one per core thread.
@@ -73,6 +92,8 @@ impl Service for HttpService {
             // A connection that never sends a head is held to the head's timeout.
             deadline: Some(Instant::now() + self.shared.header_read_timeout),
             head_started: None,
+            body_clock: None,
+            send_since: None,
             queue: VecDeque::new(),
             pending: None,
             app: None,
@@ -108,6 +129,10 @@ pub struct HttpSession {
     deadline: Option<Instant>,
     /// When the first byte of the head being read arrived.
     head_started: Option<Instant>,
+    /// While a body is wanted: since when its next bytes are awaited.
+    body_clock: Option<Instant>,
+    /// While output is queued: since when the client took none of it.
+    send_since: Option<Instant>,
     queue: VecDeque<Chunk>,
     /// A route's answer, sent once the request's body is read.
     pending: Option<(RequestHead, Reply)>,
@@ -144,11 +169,7 @@ impl HttpSession {
                     self.head_started = None;
                     self.on_head(head, &mut out);
                 }
-                Some(Event::Data(data)) => {
-                    if let Some(call) = &mut self.app {
-                        call.push_body(data);
-                    }
-                }
+                Some(Event::Data(data)) => self.app_body(data, &mut out),
                 Some(Event::End) => {
                     if let Some((head, reply)) = self.pending.take() {
                         self.respond(&head, reply, &mut out);
@@ -262,18 +283,70 @@ impl HttpSession {
     }
 
     /// Set the read deadline that fits the state: the head's timeout while a
-    /// head is arriving, the keep-alive timeout while idle, none otherwise.
+    /// head is arriving, the body's while a body is wanted, the keep-alive
+    /// timeout while idle, none otherwise.
     fn rearm(&mut self, now: Instant) {
         if self.closed {
             return;
         }
+        if self.wants_body() {
+            self.body_clock.get_or_insert(now);
+        } else {
+            self.body_clock = None;
+        }
         self.deadline = if let Some(start) = self.head_started {
             Some(start + self.shared.header_read_timeout)
+        } else if let Some(since) = self.body_clock {
+            Some(since + self.shared.body_read_timeout)
         } else if self.idle() {
             Some(now + self.shared.keep_alive_timeout)
         } else {
             None
         };
+    }
+
+    /// A request body is being read and the session reads it now (not held
+    /// back by the app or the output). The protocol reads a head, a body,
+    /// or nothing; of a head, either none of it is here (idle) or part is.
+    /// A client waiting for `100 Continue` the app has not asked for yet is
+    /// not late.
+    fn wants_body(&self) -> bool {
+        self.ws.is_none()
+            && self.app.as_ref().is_none_or(|call| !call.continue_owed)
+            && self.wants_read()
+            && !self.conn.is_idle()
+            && !self.conn.has_partial_head()
+    }
+
+    /// Start or stop the send clock as output is queued or drained.
+    fn arm_send(&mut self, now: Instant) {
+        if self.queue.is_empty() {
+            self.send_since = None;
+        } else {
+            self.send_since.get_or_insert(now);
+        }
+    }
+
+    fn send_deadline(&self) -> Option<Instant> {
+        self.send_since
+            .map(|since| since + self.shared.send_timeout)
+    }
+
+    /// Closed for good: nothing more is read or written, and an app still
+    /// answering is told (its reads end, its writes fail).
+    fn close_now(&mut self) {
+        self.closed = true;
+        self.deadline = None;
+        self.body_clock = None;
+        self.send_since = None;
+        self.queue.clear();
+        self.queued = 0;
+        if let Some(call) = self.app.take() {
+            call.abandon();
+        }
+        if let Some(ws) = self.ws.take() {
+            ws.end();
+        }
     }
 }
 
@@ -282,6 +355,9 @@ impl Session for HttpSession {
         if self.ws.is_some() {
             return self.ws_read(data, now);
         }
+        if self.body_clock.is_some() {
+            self.body_clock = Some(now); // the body's bytes are coming
+        }
         self.conn.recv(data);
         self.pump(now);
         // After the pump: one read may complete a head and bring part of the next.
@@ -289,6 +365,7 @@ impl Session for HttpSession {
             self.head_started = Some(now);
             self.rearm(now);
         }
+        self.arm_send(now);
     }
 
     fn on_eof(&mut self, now: Instant) {
@@ -299,6 +376,7 @@ impl Session for HttpSession {
         self.conn.recv_eof();
         self.pump(now);
         self.on_hangup(now);
+        self.arm_send(now);
     }
 
     /// The client ended its side: an app still answering hears it has gone
@@ -327,6 +405,9 @@ impl Session for HttpSession {
 
     fn on_sent(&mut self, n: usize, now: Instant) {
         self.queued -= n as u64;
+        if n > 0 {
+            self.send_since = Some(now); // the client is reading
+        }
         if let Some(call) = &self.app {
             call.written(n);
         }
@@ -354,6 +435,7 @@ impl Session for HttpSession {
             // Pipelined requests held back by the high-water mark, and the keep-alive clock.
             self.pump(now);
         }
+        self.arm_send(now);
     }
 
     fn wants_read(&self) -> bool {
@@ -377,17 +459,38 @@ impl Session for HttpSession {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        match (self.deadline, self.send_deadline()) {
+            (Some(read), Some(send)) => Some(read.min(send)),
+            (read, send) => read.or(send),
+        }
     }
 
     fn on_deadline(&mut self, now: Instant) {
-        if self.deadline.is_some_and(|d| d <= now) {
+        if self.send_deadline().is_some_and(|d| d <= now) {
+            tracing::debug!("the client took no output for the send timeout: closing");
+            self.close_now();
+        } else if self.deadline.is_some_and(|d| d <= now) {
+            // A body still owed to a route or an app: the client is told why
+            // (if no answer has started), then the connection closes. One
+            // read only to be dropped after a complete answer just closes.
+            let owed = self.app.is_some() || self.pending.is_some();
+            if self.body_clock.is_some() && self.head_started.is_none() && owed {
+                let mut out = Vec::new();
+                if let Some(call) = self.app.take() {
+                    call.abandon();
+                }
+                self.pending = None;
+                self.conn.write_error(&HttpError::RequestTimeout, &mut out);
+                self.push_bytes(out);
+                self.closed = true;
+                self.deadline = None;
+                self.body_clock = None;
+                self.arm_send(now);
+                return;
+            }
             // A slow head or an idle keep-alive: close without an answer, as
             // clients expect of an idle close, and drop what was queued.
-            self.closed = true;
-            self.deadline = None;
-            self.queue.clear();
-            self.queued = 0;
+            self.close_now();
         }
     }
 
@@ -410,6 +513,7 @@ impl Session for HttpSession {
         self.push_bytes(out);
         // Body room came back, or the answer ended: read on.
         self.pump(now);
+        self.arm_send(now);
     }
 }
 

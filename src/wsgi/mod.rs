@@ -167,4 +167,8 @@ impl App for WsgiApp {
     fn inline(&self) -> bool {
         self.shared.inline
     }
+
+    fn blocking_reads(&self) -> bool {
+        true
+    }
 }

@@ -6,6 +6,11 @@
 //! the exchange) and moves on; the app's thread notifies the session when it
 //! has something for it, and [`HttpSession::on_notify`] picks it up:
 //!
+//! - an app whose body reads block a thread (WSGI, [`App::blocking_reads`]),
+//!   with request buffering on, is called only once the whole body is in a
+//!   [`BodyBuffer`] (memory, then an unlinked file): a trickling upload holds
+//!   a connection, never a pool thread. `100 Continue` goes out at the head,
+//!   since the core itself reads the body;
 //! - a call the app refused (its queue is full) is kept and retried on each
 //!   notification; meanwhile the connection is not read;
 //! - the body is read only while the exchange has room for it
@@ -19,7 +24,7 @@
 
 use std::sync::Arc;
 
-use crate::app::{App, AppRequest, Exchange, RequestKind, ResponseEvent};
+use crate::app::{App, AppRequest, BodyBuffer, Exchange, RequestKind, ResponseEvent};
 use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
@@ -36,6 +41,12 @@ pub(super) struct AppCall {
     /// complete, and a full app hands a call back.
     request: Option<AppRequest>,
     body_complete: bool,
+    /// The body is read in full before the call (an app with blocking reads,
+    /// buffering on); `buffer` holds it until it is complete.
+    buffered: bool,
+    buffer: Option<BodyBuffer>,
+    /// The client waits for a `100 Continue` the app has not asked for yet.
+    pub(super) continue_owed: bool,
     /// The status of the answer, once started.
     status: Option<u16>,
     /// Body bytes of the answer (for the access log).
@@ -57,15 +68,22 @@ impl AppCall {
     /// Whether the connection may read more of this request: not while the
     /// app refuses the call or has enough of the body buffered.
     pub(super) fn takes_input(&self) -> bool {
-        if self.app.inline() {
+        if self.app.inline() || (self.buffered && !self.body_complete) {
             return true; // the core itself is to read the whole body first
         }
         self.request.is_none() && self.exchange.body_room()
     }
 
-    pub(super) fn push_body(&mut self, data: Vec<u8>) {
-        // A false answer is seen by `takes_input`: the pump stops there.
-        self.exchange.push_body(data);
+    /// Body bytes from the client; an error if the buffer's file failed.
+    pub(super) fn push_body(&mut self, data: Vec<u8>) -> std::io::Result<()> {
+        match &mut self.buffer {
+            Some(buffer) => buffer.push(data),
+            None => {
+                // A false answer is seen by `takes_input`: the pump stops there.
+                self.exchange.push_body(data);
+                Ok(())
+            }
+        }
     }
 
     /// `n` bytes of output were written (some of them perhaps a previous
@@ -87,7 +105,8 @@ impl AppCall {
 
     /// Whether the call is due and still to be made.
     fn due(&self) -> bool {
-        self.request.is_some() && (!self.app.inline() || self.body_complete)
+        let whole_body = self.app.inline() || self.buffered;
+        self.request.is_some() && (!whole_body || self.body_complete)
     }
 
     /// Hand the request to the app; false if it refused (kept for a retry).
@@ -116,8 +135,16 @@ impl HttpSession {
         out: &mut Vec<u8>,
     ) {
         let inline = app.inline();
-        let exchange = Exchange::new(self.notifier.clone(), inline, head.expect_continue);
-        if inline {
+        let buffer = match &self.shared.body_buffer {
+            Some(config) if app.blocking_reads() && upgrade.is_none() => {
+                Some(BodyBuffer::new(config.clone()))
+            }
+            _ => None,
+        };
+        let whole_body = inline || buffer.is_some();
+        let expect_continue = head.expect_continue && !whole_body;
+        let exchange = Exchange::new(self.notifier.clone(), inline, expect_continue);
+        if whole_body {
             // The core reads the whole body before the app runs: a client
             // waiting for `100 Continue` would wait for ever.
             self.conn.write_continue(out);
@@ -139,6 +166,9 @@ impl HttpSession {
             head,
             request: Some(request),
             body_complete: false,
+            buffered: buffer.is_some(),
+            buffer,
+            continue_owed: expect_continue,
             status: None,
             sent: 0,
             upgrade,
@@ -150,9 +180,34 @@ impl HttpSession {
     pub(super) fn app_body_end(&mut self, out: &mut Vec<u8>) {
         if let Some(call) = &mut self.app {
             call.body_complete = true;
-            call.exchange.end_body();
+            match call.buffer.take().map(BodyBuffer::finish) {
+                None => call.exchange.end_body(),
+                Some(Ok(body)) => call.exchange.push_complete(body),
+                Some(Err(e)) => return self.app_buffer_failed(&e, out),
+            }
         }
         self.app_progress(out);
+    }
+
+    /// Body bytes for the application.
+    pub(super) fn app_body(&mut self, data: Vec<u8>, out: &mut Vec<u8>) {
+        if let Some(call) = &mut self.app {
+            if let Err(e) = call.push_body(data) {
+                self.app_buffer_failed(&e, out);
+            }
+        }
+    }
+
+    /// The body's file could not be written (or rewound): the app is never
+    /// called, the client gets a 500 and the connection closes.
+    fn app_buffer_failed(&mut self, e: &std::io::Error, out: &mut Vec<u8>) {
+        tracing::error!("buffering a request body: {e}");
+        if let Some(call) = self.app.take() {
+            let head = call.head.clone();
+            call.abandon();
+            self.conn.close_after_response();
+            self.respond(&head, Reply::text(500, "Internal Server Error"), out);
+        }
     }
 
     /// Make the call if it is due, then write what the app has sent.
@@ -165,6 +220,7 @@ impl HttpSession {
             return;
         }
         if call.exchange.take_continue() {
+            call.continue_owed = false;
             self.conn.write_continue(out);
         }
         let mut events = Vec::new();

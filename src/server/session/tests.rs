@@ -20,6 +20,9 @@ fn service(router: Router) -> HttpService {
         access_log: false,
         ws: true,
         ws_max_message: 16 << 20,
+        body_buffer: None,
+        body_read_timeout: Duration::from_secs(30),
+        send_timeout: Duration::from_secs(30),
     }))
 }
 
@@ -157,9 +160,19 @@ use std::sync::Mutex;
 /// A session whose unrouted requests go to `app`, and the board its
 /// notifications land on.
 pub(super) fn app_session(app: ThreadApp) -> (HttpSession, Arc<ThreadApp>, Arc<Board>) {
+    app_session_with(app, |_| {})
+}
+
+/// [`app_session`] with the shared settings changed by `configure`.
+pub(super) fn app_session_with(
+    app: ThreadApp,
+    configure: impl FnOnce(&mut Shared),
+) -> (HttpSession, Arc<ThreadApp>, Arc<Board>) {
     let app = Arc::new(app);
     let mut svc = service(Router::new(Some("/healthz".into()), vec![]).unwrap());
-    Arc::get_mut(&mut svc.shared).unwrap().app = Some(app.clone());
+    let shared = Arc::get_mut(&mut svc.shared).unwrap();
+    shared.app = Some(app.clone());
+    configure(shared);
     let board = Board::new(1);
     let key = crate::backend::slab::Key::new(0, 0);
     let s = svc.open(&Peer::Unix, Notifier::new(board.clone(), 0, key));

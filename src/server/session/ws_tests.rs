@@ -70,6 +70,9 @@ impl Client {
             access_log: false,
             ws,
             ws_max_message: max,
+            body_buffer: None,
+            body_read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
         };
         let board = Board::new(1);
         let key = crate::backend::slab::Key::new(0, 0);

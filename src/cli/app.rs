@@ -1,0 +1,202 @@
+//! Flags of the Python application: what to load, its interface, and the
+//! pool or event loop that runs it.
+
+use std::path::PathBuf;
+
+use clap::builder::FalseyValueParser;
+use clap::{Args, ValueEnum};
+
+use super::values::at_least_one;
+use super::CliError;
+
+#[derive(Args, Debug)]
+pub(super) struct AppArgs {
+    /// The application to serve, as module:attribute (dotted attributes allowed), e.g. app:app.
+    #[arg(env = "M0SERVE_APP", value_name = "APP")]
+    pub(super) app: Option<String>,
+
+    /// The application's interface.
+    #[arg(long, env = "M0SERVE_INTERFACE", value_enum, default_value_t = Interface::Wsgi)]
+    interface: Interface,
+
+    /// ASGI: the event loop; auto is uvloop when it is installed, else asyncio.
+    #[arg(long = "loop", env = "M0SERVE_LOOP", value_enum, default_value_t = EventLoop::Auto)]
+    event_loop: EventLoop,
+
+    /// ASGI: the lifespan protocol; auto tolerates apps that do not support it.
+    #[arg(long, env = "M0SERVE_LIFESPAN", value_enum, default_value_t = Lifespan::Auto)]
+    lifespan: Lifespan,
+
+    /// APP names a factory: call it (no arguments) to get the application.
+    #[arg(long, env = "M0SERVE_FACTORY", value_parser = FalseyValueParser::new())]
+    factory: bool,
+
+    /// Directory put first on sys.path before APP is imported (relative to --working-dir).
+    #[arg(long, env = "M0SERVE_APP_DIR", value_name = "DIR", default_value = ".")]
+    app_dir: PathBuf,
+
+    /// Change to this directory before importing APP.
+    #[arg(long, env = "M0SERVE_WORKING_DIR", value_name = "DIR")]
+    working_dir: Option<PathBuf>,
+
+    /// Python threads running the application; 0 runs it on the core thread (loop-only).
+    #[arg(
+        long,
+        env = "M0SERVE_BLOCKING_THREADS",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    blocking_threads: usize,
+
+    /// Requests waiting for a Python thread (ASGI: in flight on the event loop) before cores stop reading [default: 128 per thread].
+    #[arg(long, env = "M0SERVE_BACKPRESSURE", value_name = "N", value_parser = at_least_one)]
+    backpressure: Option<usize>,
+
+    /// The URL prefix the application is mounted at (its SCRIPT_NAME), e.g. /api.
+    #[arg(
+        long,
+        env = "M0SERVE_ROOT_PATH",
+        value_name = "PATH",
+        default_value = ""
+    )]
+    root_path: String,
+}
+
+/// The interface the application speaks.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interface {
+    Wsgi,
+    Asgi,
+}
+
+/// The asyncio event loop an ASGI application runs on (`--loop`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventLoop {
+    Auto,
+    Asyncio,
+    Uvloop,
+}
+
+/// Whether to run the ASGI lifespan protocol (`--lifespan`), as uvicorn has it:
+/// `auto` runs it but carries on when the app does not support it, `on`
+/// requires it, `off` skips it.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifespan {
+    Auto,
+    On,
+    Off,
+}
+
+impl EventLoop {
+    /// The name `m0serve._asgi` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventLoop::Auto => "auto",
+            EventLoop::Asyncio => "asyncio",
+            EventLoop::Uvloop => "uvloop",
+        }
+    }
+}
+
+impl Lifespan {
+    /// The name `m0serve._asgi` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifespan::Auto => "auto",
+            Lifespan::On => "on",
+            Lifespan::Off => "off",
+        }
+    }
+}
+
+/// A Python application to load and how to run it: everything the Python entry
+/// needs beyond [`Options`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppSpec {
+    /// `module:attr` as given, for messages.
+    pub target: String,
+    /// The module to import (dotted).
+    pub module: String,
+    /// The attribute path inside it, split at the dots.
+    pub attrs: Vec<String>,
+    /// Call the object to get the application.
+    pub factory: bool,
+    /// Prepended to `sys.path` (a relative one is taken from `working_dir`).
+    pub app_dir: PathBuf,
+    /// `chdir` here before importing.
+    pub working_dir: Option<PathBuf>,
+    /// Pool threads; 0 is the loop-only shape.
+    pub blocking_threads: usize,
+    /// Requests that may wait for a pool thread.
+    pub backpressure: usize,
+    /// SCRIPT_NAME: empty, or a path starting with `/` and not ending with one.
+    pub root_path: String,
+    /// WSGI (on the pool) or ASGI (on the executor).
+    pub interface: Interface,
+    /// ASGI: the event loop.
+    pub event_loop: EventLoop,
+    /// ASGI: the lifespan protocol.
+    pub lifespan: Lifespan,
+}
+
+/// Requests queued per pool thread when `--backpressure` is not given: deep
+/// enough to ride out a burst, shallow enough that a stuck app stops reading soon.
+pub const BACKPRESSURE_PER_THREAD: usize = 128;
+
+impl AppArgs {
+    /// Check and assemble the application flags (None: no `APP` was named).
+    pub(super) fn spec(self) -> Result<Option<AppSpec>, CliError> {
+        let Some(target) = self.app else {
+            return Ok(None);
+        };
+        let (module, attrs) = split_target(&target).map_err(CliError::Usage)?;
+        let threads = self.blocking_threads;
+        Ok(Some(AppSpec {
+            module,
+            attrs,
+            factory: self.factory,
+            app_dir: self.app_dir,
+            working_dir: self.working_dir,
+            blocking_threads: threads,
+            backpressure: self
+                .backpressure
+                .unwrap_or(BACKPRESSURE_PER_THREAD * threads.max(1)),
+            root_path: root_path_of(&self.root_path).map_err(CliError::Usage)?,
+            target,
+            interface: self.interface,
+            event_loop: self.event_loop,
+            lifespan: self.lifespan,
+        }))
+    }
+}
+
+/// `pkg.module:attr.sub` → (`pkg.module`, [`attr`, `sub`]).
+fn split_target(target: &str) -> Result<(String, Vec<String>), String> {
+    let bad = || {
+        format!("APP '{target}' is not module:attribute (e.g. app:app or mysite.wsgi:application)")
+    };
+    let (module, attr) = target.split_once(':').ok_or_else(bad)?;
+    let dotted_names = |s: &str| {
+        s.split('.').all(|part| {
+            let mut chars = part.chars();
+            chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+                && chars.all(|c| c == '_' || c.is_alphanumeric())
+        })
+    };
+    if !dotted_names(module) || !dotted_names(attr) {
+        return Err(bad());
+    }
+    Ok((
+        module.to_string(),
+        attr.split('.').map(str::to_string).collect(),
+    ))
+}
+
+/// `--root-path`: empty, or `/prefix` (a trailing `/` dropped, so `/` is empty).
+fn root_path_of(path: &str) -> Result<String, String> {
+    let trimmed = path.trim_end_matches('/');
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err(format!("--root-path '{path}' must start with '/'"));
+    }
+    Ok(trimmed.to_string())
+}

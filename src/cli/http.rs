@@ -1,0 +1,98 @@
+//! Flags of the protocol: request limits, timeouts, body buffering, WebSocket.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::FalseyValueParser;
+use clap::{ArgAction, Args, ValueEnum};
+
+use super::values::{parse_seconds, parse_size};
+use crate::app::BufferConfig;
+use crate::http::Limits;
+
+#[derive(Args, Debug)]
+pub(super) struct HttpArgs {
+    /// Largest request body, in bytes or with a K, M, G or T suffix (powers of 1024).
+    #[arg(long, env = "M0SERVE_MAX_BODY_SIZE", value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    max_body_size: u64,
+
+    /// Seconds a client has to send a complete request head.
+    #[arg(long, env = "M0SERVE_HEADER_READ_TIMEOUT", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub(super) header_read_timeout: Duration,
+
+    /// Seconds an idle keep-alive connection is kept open.
+    #[arg(long, env = "M0SERVE_KEEP_ALIVE_TIMEOUT", value_name = "SECONDS", default_value = "5", value_parser = parse_seconds)]
+    pub(super) keep_alive_timeout: Duration,
+
+    /// WSGI: read a request's whole body (memory, then a temporary file)
+    /// before a Python thread sees it; off streams it to wsgi.input.
+    #[arg(long, env = "M0SERVE_REQUEST_BUFFERING", value_enum, default_value_t = Switch::On)]
+    request_buffering: Switch,
+
+    /// Request body bytes held in memory before the rest goes to a temporary file.
+    #[arg(long, env = "M0SERVE_BODY_BUFFER_SIZE", value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    body_buffer_size: u64,
+
+    /// Directory of the (unlinked) temporary files of buffered bodies [default: the system's temp dir].
+    #[arg(long, env = "M0SERVE_BODY_SPILL_DIR", value_name = "DIR")]
+    body_spill_dir: Option<PathBuf>,
+
+    /// Seconds a request body's next bytes may take; then 408 and a close.
+    #[arg(long, env = "M0SERVE_BODY_READ_TIMEOUT", value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
+    pub(super) body_read_timeout: Duration,
+
+    /// Seconds a response may wait for the client to read any of it; then the
+    /// connection closes and the app's next write fails.
+    #[arg(long, env = "M0SERVE_SEND_TIMEOUT", value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
+    pub(super) send_timeout: Duration,
+
+    /// Serve WebSocket upgrades (to an app that takes them; --no-ws: they
+    /// reach the app as plain HTTP) [default: on].
+    #[arg(long, env = "M0SERVE_WS", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
+          overrides_with = "no_ws")]
+    ws: bool,
+
+    /// Turn WebSocket support off (see --ws).
+    #[arg(long, overrides_with = "ws")]
+    no_ws: bool,
+
+    /// Largest WebSocket message, in bytes or with a K, M, G or T suffix (powers of 1024).
+    #[arg(long, env = "M0SERVE_WS_MAX_MESSAGE_SIZE", value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    ws_max_message_size: u64,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Switch {
+    On,
+    Off,
+}
+
+impl HttpArgs {
+    /// How bodies are buffered (None: `--request-buffering off`).
+    pub(super) fn body_buffer(&self) -> Option<BufferConfig> {
+        (self.request_buffering == Switch::On).then(|| BufferConfig {
+            memory: usize::try_from(self.body_buffer_size).unwrap_or(usize::MAX),
+            spill_dir: self
+                .body_spill_dir
+                .clone()
+                .unwrap_or_else(std::env::temp_dir),
+        })
+    }
+
+    pub(super) fn limits(&self) -> Limits {
+        Limits {
+            max_body: self.max_body_size,
+            ..Limits::default()
+        }
+    }
+
+    /// Whether WebSocket upgrades are served (`--no-ws` wins when last).
+    pub(super) fn ws(&self) -> bool {
+        self.ws && !self.no_ws
+    }
+
+    pub(super) fn ws_max_message(&self) -> usize {
+        usize::try_from(self.ws_max_message_size).unwrap_or(usize::MAX)
+    }
+}

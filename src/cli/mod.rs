@@ -1,0 +1,183 @@
+//! The command line: flags and `M0SERVE_*` variables, turned into
+//! [`server::Options`](crate::server::Options).
+//!
+//! Every flag also reads `M0SERVE_<NAME>` (`--health-path` → `M0SERVE_HEALTH_PATH`);
+//! a flag on the command line wins over its variable. A mistake is reported as
+//! one line on stderr with exit status 2, not clap's usage block, so it reads
+//! well in a container's log.
+//!
+//! The same parser serves both entry points: the pure-Rust binary ([`main`]),
+//! which cannot load Python and refuses an `APP`, and the Python extension
+//! (`m0serve._m0serve.main`), which requires one and serves it.
+
+//!
+//! Flags are grouped by concern, one clap `Args` struct per file, flattened
+//! into [`Args`]: [`server`] (the process), [`http`] (protocol limits and
+//! timeouts), [`routes`] (Rust-native routes), [`app`] (the Python application).
+
+mod app;
+mod http;
+mod routes;
+mod server;
+#[cfg(test)]
+mod tests;
+mod values;
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::server::Options;
+pub use app::{AppSpec, EventLoop, Interface, Lifespan, BACKPRESSURE_PER_THREAD};
+
+#[cfg(test)]
+use {
+    crate::{backend::Choice, http::Limits, server::Listen},
+    std::{path::PathBuf, time::Duration},
+    values::parse_size,
+};
+
+/// m0serve: a thread-per-core HTTP/1.1 server on io_uring.
+#[derive(Parser, Debug)]
+#[command(name = "m0serve", version)]
+struct Args {
+    #[command(flatten)]
+    server: server::ServerArgs,
+    #[command(flatten)]
+    routes: routes::RouteArgs,
+    #[command(flatten)]
+    http: http::HttpArgs,
+    #[command(flatten)]
+    app: app::AppArgs,
+}
+
+/// A parsed command line: what to serve, and how much to log about it.
+pub struct Invocation {
+    pub options: Options,
+    pub log_level: tracing::Level,
+    /// The Python application named on the command line, if any.
+    pub app: Option<AppSpec>,
+}
+
+/// What the pure-Rust binary says when asked to serve a Python application.
+pub const NO_PYTHON: &str =
+    "this build has no Python support; install with pip (`pip install .`) and run its m0serve to serve APP";
+
+/// Why the command line did not produce an [`Invocation`].
+#[derive(Debug)]
+pub enum CliError {
+    /// `--help` or `--version`: print it as clap renders it, exit 0.
+    Info(clap::Error),
+    /// A bad flag, value or configuration, as one line (without `error: `): exit 2.
+    Usage(String),
+}
+
+/// Run the command line `args` (the program name first) in the pure-Rust
+/// binary; returns the exit status. An `APP` is refused: there is no Python here.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let invocation = match parse(args) {
+        Ok(invocation) => invocation,
+        Err(e) => return e.report(),
+    };
+    if invocation.app.is_some() {
+        return CliError::Usage(NO_PYTHON.into()).report();
+    }
+    init_logging(invocation.log_level);
+    serve(invocation.options)
+}
+
+impl CliError {
+    /// Print it (help and version on stdout, a mistake as one stderr line)
+    /// and return the exit status: 0 or 2.
+    pub fn report(self) -> i32 {
+        match self {
+            CliError::Info(info) => {
+                // A closed stdout (`m0serve --help | head -0`) is not worth a panic.
+                let _ = info.print();
+                0
+            }
+            CliError::Usage(message) => {
+                eprintln!("m0serve: error: {message}");
+                2
+            }
+        }
+    }
+}
+
+/// Run the server until it stops; returns the exit status (1 when it could not
+/// start, with the reason on stderr).
+pub fn serve(options: Options) -> i32 {
+    match crate::server::run(options) {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("m0serve: error: {e}");
+            1
+        }
+    }
+}
+
+/// Parse `args` (the program name first) and the `M0SERVE_*` variables, and
+/// check the router configuration; starts nothing.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, CliError> {
+    let Args {
+        server,
+        routes,
+        http,
+        app,
+    } = Args::try_parse_from(args).map_err(clap_error)?;
+    let backend = server.backend()?;
+    let router = routes.router()?;
+    let app = app.spec()?;
+    let options = Options {
+        listen: server.listen(),
+        cores: server.cores,
+        backend,
+        limits: http.limits(),
+        header_read_timeout: http.header_read_timeout,
+        keep_alive_timeout: http.keep_alive_timeout,
+        max_connections: server.max_connections,
+        graceful_timeout: server.graceful_timeout,
+        router,
+        access_log: server.access_log,
+        app: None,
+        ws: http.ws(),
+        ws_max_message: http.ws_max_message(),
+        body_buffer: http.body_buffer(),
+        body_read_timeout: http.body_read_timeout,
+        send_timeout: http.send_timeout,
+    };
+    Ok(Invocation {
+        options,
+        log_level: server.log_level.into(),
+        app,
+    })
+}
+
+/// Help and version pass through; an error keeps only its first line, which
+/// names the flag and the problem (the rest is usage and tips).
+fn clap_error(e: clap::Error) -> CliError {
+    if !e.use_stderr() {
+        return CliError::Info(e);
+    }
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid command line");
+    CliError::Usage(first.strip_prefix("error: ").unwrap_or(first).to_string())
+}
+
+/// Log to stderr at `level`, or as `RUST_LOG` says when it is set. Colours
+/// only on a terminal, so log files stay free of escape codes. A second call
+/// (tests, embedding) leaves the first subscriber in place.
+pub fn init_logging(level: tracing::Level) {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new(level.as_str()));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter)
+        .try_init();
+}

@@ -1,0 +1,39 @@
+//! Flags of the Rust-native routes: the health path and static mounts.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::routes::Router;
+
+#[derive(Args, Debug)]
+pub(super) struct RouteArgs {
+    /// Answer GET/HEAD on this path with 200 "OK", without the application.
+    #[arg(long, env = "M0SERVE_HEALTH_PATH", value_name = "PATH")]
+    health_path: Option<String>,
+
+    /// URL prefix of a static mount; pairs, in order, with --static-path-mount (repeatable).
+    #[arg(long, env = "M0SERVE_STATIC_PATH_ROUTE", value_name = "ROUTE")]
+    static_path_route: Vec<String>,
+
+    /// Directory served under the matching --static-path-route (repeatable).
+    #[arg(long, env = "M0SERVE_STATIC_PATH_MOUNT", value_name = "DIR")]
+    static_path_mount: Vec<PathBuf>,
+}
+
+impl RouteArgs {
+    /// The router: the static flags pair in order, and the router checks the rest.
+    pub(super) fn router(self) -> Result<Router, CliError> {
+        let (routes, dirs) = (self.static_path_route, self.static_path_mount);
+        if routes.len() != dirs.len() {
+            return Err(CliError::Usage(format!(
+                "--static-path-route is given {} time(s) but --static-path-mount {} time(s); they pair in order",
+                routes.len(),
+                dirs.len()
+            )));
+        }
+        Router::new(self.health_path, routes.into_iter().zip(dirs).collect())
+            .map_err(|e| CliError::Usage(e.to_string()))
+    }
+}

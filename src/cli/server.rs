@@ -1,0 +1,117 @@
+//! Flags of the server process: where it listens, its cores and backend,
+//! connection count, shutdown and logging.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::FalseyValueParser;
+use clap::{Args, ValueEnum};
+
+use super::values::{at_least_one, parse_seconds};
+use super::CliError;
+use crate::backend::Choice;
+use crate::server::Listen;
+
+#[derive(Args, Debug)]
+pub(super) struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, env = "M0SERVE_HOST", default_value = "127.0.0.1")]
+    host: String,
+
+    /// TCP port to listen on; 0 picks any free port.
+    #[arg(long, env = "M0SERVE_PORT", default_value_t = 8000)]
+    port: u16,
+
+    /// Listen on this Unix domain socket instead (--host and --port are then unused).
+    #[arg(long, env = "M0SERVE_UDS", value_name = "PATH")]
+    uds: Option<PathBuf>,
+
+    /// Core threads, each pinned to one CPU [default: every CPU the process may run on, fewer under a cgroup CPU quota].
+    #[arg(long, env = "M0SERVE_CORES", value_name = "N", value_parser = at_least_one)]
+    pub(super) cores: Option<usize>,
+
+    /// I/O backend; auto falls back to portable where io_uring is refused [default: auto].
+    #[arg(long, env = "M0SERVE_BACKEND", value_enum)]
+    backend: Option<BackendArg>,
+
+    /// Shorthand for --backend uring.
+    #[arg(long, env = "M0SERVE_URING", value_parser = FalseyValueParser::new())]
+    uring: bool,
+
+    /// Open connections at most; more wait in the listen backlog.
+    #[arg(long, env = "M0SERVE_MAX_CONNECTIONS", value_name = "N", default_value = "10000", value_parser = at_least_one)]
+    pub(super) max_connections: usize,
+
+    /// Seconds shutdown waits for requests in flight.
+    #[arg(long, env = "M0SERVE_GRACEFUL_TIMEOUT", value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
+    pub(super) graceful_timeout: Duration,
+
+    /// Log level (RUST_LOG, when set, overrides it).
+    #[arg(long, env = "M0SERVE_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
+    pub(super) log_level: LogLevel,
+
+    /// Log each request in the common log format.
+    #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
+    pub(super) access_log: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    Auto,
+    Uring,
+    Portable,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl From<LogLevel> for tracing::Level {
+    fn from(level: LogLevel) -> Self {
+        match level {
+            LogLevel::Error => tracing::Level::ERROR,
+            LogLevel::Warn => tracing::Level::WARN,
+            LogLevel::Info => tracing::Level::INFO,
+            LogLevel::Debug => tracing::Level::DEBUG,
+            LogLevel::Trace => tracing::Level::TRACE,
+        }
+    }
+}
+
+impl ServerArgs {
+    /// The backend asked for: `--uring` and `--backend` must agree.
+    pub(super) fn backend(&self) -> Result<Choice, CliError> {
+        Ok(match (self.backend, self.uring) {
+            (None, false) => Choice::Auto,
+            (None | Some(BackendArg::Uring), true) => Choice::Uring,
+            (Some(other), true) => {
+                let name = other
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_owned())
+                    .unwrap_or_default();
+                return Err(CliError::Usage(format!(
+                    "--uring conflicts with --backend {name} (--uring means --backend uring)"
+                )));
+            }
+            (Some(BackendArg::Auto), false) => Choice::Auto,
+            (Some(BackendArg::Uring), false) => Choice::Uring,
+            (Some(BackendArg::Portable), false) => Choice::Portable,
+        })
+    }
+
+    /// Where to listen: the Unix socket when given, else host and port.
+    pub(super) fn listen(&self) -> Listen {
+        match &self.uds {
+            Some(path) => Listen::Unix(path.clone()),
+            None => Listen::Tcp {
+                host: self.host.clone(),
+                port: self.port,
+            },
+        }
+    }
+}

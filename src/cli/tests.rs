@@ -1,0 +1,527 @@
+//! The command line parsed as a whole: defaults, flags, variables, errors.
+
+use std::sync::Mutex;
+
+use super::*;
+use crate::http::{BodyKind, RequestHead, Version};
+
+/// Parsing reads the process environment, which tests share: one at a time.
+static ENV: Mutex<()> = Mutex::new(());
+
+/// Run `f` with exactly the `M0SERVE_*` variables in `env` set.
+fn with_env<T>(env: &[(&str, &str)], f: impl FnOnce() -> T) -> T {
+    let _guard = ENV.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let clear = || {
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("M0SERVE_") {
+                std::env::remove_var(name);
+            }
+        }
+    };
+    clear();
+    for (name, value) in env {
+        std::env::set_var(name, value);
+    }
+    let out = f();
+    clear();
+    out
+}
+
+fn os_args(args: &[&str]) -> Vec<OsString> {
+    std::iter::once("m0serve")
+        .chain(args.iter().copied())
+        .map(OsString::from)
+        .collect()
+}
+
+fn parse_env(args: &[&str], env: &[(&str, &str)]) -> Result<Invocation, CliError> {
+    with_env(env, || parse(os_args(args)))
+}
+
+fn ok(args: &[&str]) -> Invocation {
+    match parse_env(args, &[]) {
+        Ok(invocation) => invocation,
+        Err(e) => panic!("{args:?}: {e:?}"),
+    }
+}
+
+/// The one-line message for a bad command line.
+fn usage(args: &[&str]) -> String {
+    match parse_env(args, &[]) {
+        Err(CliError::Usage(message)) => message,
+        Err(CliError::Info(e)) => panic!("{args:?}: not a usage error: {e:?}"),
+        Ok(_) => panic!("{args:?}: parsed"),
+    }
+}
+
+fn get(path: &str) -> RequestHead {
+    RequestHead {
+        method: "GET".into(),
+        target: path.into(),
+        version: Version::Http11,
+        headers: vec![],
+        body: BodyKind::Empty,
+        keep_alive: true,
+        expect_continue: false,
+    }
+}
+
+#[test]
+fn defaults() {
+    let Invocation {
+        options,
+        log_level,
+        app,
+    } = ok(&[]);
+    assert!(app.is_none());
+    assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
+    assert_eq!(options.cores, None);
+    assert_eq!(options.backend, Choice::Auto);
+    assert_eq!(options.limits.max_body, 1 << 30);
+    assert_eq!(options.limits.max_head, Limits::default().max_head);
+    assert_eq!(options.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(options.keep_alive_timeout, Duration::from_secs(5));
+    assert_eq!(options.graceful_timeout, Duration::from_secs(30));
+    assert_eq!(options.max_connections, 10_000);
+    assert!(!options.access_log);
+    assert_eq!(log_level, tracing::Level::INFO);
+    assert!(options.router.route(&get("/healthz")).is_none());
+}
+
+#[test]
+fn flags() {
+    let Invocation {
+        options, log_level, ..
+    } = ok(&[
+        "--host=0.0.0.0",
+        "--port=0",
+        "--cores=3",
+        "--backend=portable",
+        "--health-path=/healthz",
+        "--max-body-size=10M",
+        "--header-read-timeout=0.25",
+        "--keep-alive-timeout=1",
+        "--max-connections=7",
+        "--graceful-timeout=2.5",
+        "--log-level=trace",
+        "--access-log",
+    ]);
+    assert!(matches!(options.listen, Listen::Tcp { ref host, port: 0 } if host == "0.0.0.0"));
+    assert_eq!(options.cores, Some(3));
+    assert_eq!(options.backend, Choice::Portable);
+    assert_eq!(options.limits.max_body, 10 << 20);
+    assert_eq!(options.header_read_timeout, Duration::from_millis(250));
+    assert_eq!(options.keep_alive_timeout, Duration::from_secs(1));
+    assert_eq!(options.max_connections, 7);
+    assert_eq!(options.graceful_timeout, Duration::from_millis(2500));
+    assert!(options.access_log);
+    assert_eq!(log_level, tracing::Level::TRACE);
+    assert_eq!(
+        options.router.route(&get("/healthz")).map(|r| r.status),
+        Some(200)
+    );
+}
+
+#[test]
+fn uds_replaces_tcp() {
+    let options = ok(&["--uds", "/tmp/m0.sock"]).options;
+    assert!(
+        matches!(options.listen, Listen::Unix(ref p) if p == std::path::Path::new("/tmp/m0.sock"))
+    );
+}
+
+#[test]
+fn websocket_flags() {
+    let ws = |args: &[&str], env: &[(&str, &str)]| {
+        let options = parse_env(args, env).unwrap().options;
+        (options.ws, options.ws_max_message)
+    };
+    assert_eq!(ws(&[], &[]), (true, 16 << 20), "on by default, 16 MiB");
+    assert!(!ws(&["--no-ws"], &[]).0);
+    assert!(ws(&["--no-ws", "--ws"], &[]).0, "the last flag wins");
+    assert!(!ws(&["--ws", "--no-ws"], &[]).0);
+    assert!(!ws(&[], &[("M0SERVE_WS", "0")]).0);
+    assert!(ws(&["--ws"], &[("M0SERVE_WS", "false")]).0, "the flag wins");
+    assert_eq!(ws(&["--ws-max-message-size=1K"], &[]).1, 1024);
+    assert_eq!(ws(&[], &[("M0SERVE_WS_MAX_MESSAGE_SIZE", "2M")]).1, 2 << 20);
+    assert!(usage(&["--ws-max-message-size=lots"]).contains("ws-max-message-size"));
+}
+
+#[test]
+fn environment_variables_are_read_and_flags_win() {
+    let env = [
+        ("M0SERVE_PORT", "9001"),
+        ("M0SERVE_HEALTH_PATH", "/hz"),
+        ("M0SERVE_BACKEND", "portable"),
+        ("M0SERVE_CORES", "2"),
+        ("M0SERVE_MAX_BODY_SIZE", "4K"),
+        ("M0SERVE_ACCESS_LOG", "1"),
+        ("M0SERVE_LOG_LEVEL", "debug"),
+    ];
+    let Ok(Invocation {
+        options, log_level, ..
+    }) = parse_env(&[], &env)
+    else {
+        panic!("env parse failed")
+    };
+    assert!(matches!(options.listen, Listen::Tcp { port: 9001, .. }));
+    assert_eq!(
+        options.router.route(&get("/hz")).map(|r| r.status),
+        Some(200)
+    );
+    assert_eq!(options.backend, Choice::Portable);
+    assert_eq!(options.cores, Some(2));
+    assert_eq!(options.limits.max_body, 4096);
+    assert!(options.access_log);
+    assert_eq!(log_level, tracing::Level::DEBUG);
+
+    let Ok(flagged) = parse_env(&["--port", "9002"], &env) else {
+        panic!("flag parse failed")
+    };
+    assert!(matches!(
+        flagged.options.listen,
+        Listen::Tcp { port: 9002, .. }
+    ));
+
+    let Ok(off) = parse_env(&[], &[("M0SERVE_ACCESS_LOG", "false")]) else {
+        panic!("parse failed")
+    };
+    assert!(!off.options.access_log);
+
+    let bad = parse_env(&[], &[("M0SERVE_PORT", "http")]);
+    assert!(matches!(bad, Err(CliError::Usage(ref m)) if m.contains("invalid value 'http'")));
+}
+
+#[test]
+fn uring_is_shorthand_for_backend_uring() {
+    assert_eq!(ok(&["--uring"]).options.backend, Choice::Uring);
+    assert_eq!(
+        ok(&["--uring", "--backend", "uring"]).options.backend,
+        Choice::Uring
+    );
+    assert_eq!(ok(&["--backend", "uring"]).options.backend, Choice::Uring);
+    assert_eq!(ok(&["--backend", "auto"]).options.backend, Choice::Auto);
+    let Ok(env) = parse_env(&[], &[("M0SERVE_URING", "yes")]) else {
+        panic!("parse failed")
+    };
+    assert_eq!(env.options.backend, Choice::Uring);
+    for other in ["portable", "auto"] {
+        let message = usage(&["--uring", "--backend", other]);
+        assert_eq!(
+            message,
+            format!("--uring conflicts with --backend {other} (--uring means --backend uring)")
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_one_line() {
+    assert_eq!(
+        usage(&["--port", "abc"]),
+        "invalid value 'abc' for '--port <PORT>': invalid digit found in string"
+    );
+    assert_eq!(
+        usage(&["--cores", "0"]),
+        "invalid value '0' for '--cores <N>': must be at least 1"
+    );
+    assert!(usage(&["--max-connections", "0"]).contains("must be at least 1"));
+    assert!(usage(&["--port", "70000"]).starts_with("invalid value '70000' for '--port <PORT>'"));
+    assert!(usage(&["--backend", "epoll"])
+        .starts_with("invalid value 'epoll' for '--backend <BACKEND>'"));
+    assert!(usage(&["--log-level", "loud"])
+        .starts_with("invalid value 'loud' for '--log-level <LOG_LEVEL>'"));
+    assert!(usage(&["--max-body-size", "10X"]).contains("K, M, G or T suffix"));
+    assert!(usage(&["--keep-alive-timeout=-1"]).contains("non-negative"));
+    assert!(usage(&["--graceful-timeout", "soon"]).contains("number of seconds"));
+    assert!(usage(&["--no-such-flag"]).contains("unexpected argument '--no-such-flag'"));
+    for message in [usage(&["--port", "abc"]), usage(&["--no-such-flag"])] {
+        assert!(
+            !message.contains('\n') && !message.starts_with("error"),
+            "{message:?}"
+        );
+        assert!(!message.contains('\u{1b}'), "escape codes in {message:?}");
+    }
+}
+
+#[test]
+fn sizes() {
+    assert_eq!(parse_size("512"), Ok(512));
+    assert_eq!(parse_size("64k"), Ok(64 << 10));
+    assert_eq!(parse_size("10M"), Ok(10 << 20));
+    assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+    assert_eq!(parse_size("2T"), Ok(2 << 40));
+    assert!(parse_size("").is_err());
+    assert!(parse_size("M").is_err());
+    assert!(parse_size("1.5G").is_err());
+    assert!(parse_size("99999999999T").is_err());
+}
+
+#[test]
+fn static_flags_pair_in_order() {
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let options = ok(&[
+        "--static-path-route=/a",
+        "--static-path-route=/b",
+        "--static-path-mount",
+        dir,
+        "--static-path-mount",
+        dir,
+    ])
+    .options;
+    // A mounted prefix owns its paths (a miss is its own 404); others are not ours.
+    for mounted in ["/a/m0serve-no-such-file", "/b/m0serve-no-such-file"] {
+        assert_eq!(
+            options.router.route(&get(mounted)).map(|r| r.status),
+            Some(404)
+        );
+    }
+    assert!(options.router.route(&get("/c/x")).is_none());
+
+    let message = usage(&[
+        "--static-path-route=/a",
+        "--static-path-route=/b",
+        "--static-path-mount",
+        dir,
+    ]);
+    assert!(
+        message.contains("--static-path-route is given 2 time(s) but --static-path-mount 1"),
+        "{message}"
+    );
+    assert!(usage(&["--static-path-mount", dir]).contains("they pair in order"));
+}
+
+#[test]
+fn bad_router_configuration_is_a_usage_error() {
+    let missing = std::env::temp_dir().join(format!("m0serve-missing-{}", std::process::id()));
+    let missing = missing.to_str().unwrap();
+    let message = usage(&["--static-path-route=/s", "--static-path-mount", missing]);
+    assert!(
+        message.contains("does not exist") && message.contains(missing),
+        "{message}"
+    );
+    assert!(usage(&["--health-path", "healthz"]).contains("must start with '/'"));
+}
+
+#[test]
+fn help_and_version_are_info() {
+    for (flag, kind) in [
+        ("--help", clap::error::ErrorKind::DisplayHelp),
+        ("--version", clap::error::ErrorKind::DisplayVersion),
+    ] {
+        match parse_env(&[flag], &[]) {
+            Err(CliError::Info(e)) => assert_eq!(e.kind(), kind),
+            _ => panic!("{flag} is not info"),
+        }
+    }
+}
+
+fn app(args: &[&str], env: &[(&str, &str)]) -> AppSpec {
+    match parse_env(args, env) {
+        Ok(Invocation { app: Some(app), .. }) => app,
+        Ok(_) => panic!("{args:?}: no app"),
+        Err(e) => panic!("{args:?}: {e:?}"),
+    }
+}
+
+#[test]
+fn app_defaults() {
+    let spec = app(&["main:app"], &[]);
+    assert_eq!(
+        spec,
+        AppSpec {
+            target: "main:app".into(),
+            module: "main".into(),
+            attrs: vec!["app".into()],
+            factory: false,
+            app_dir: PathBuf::from("."),
+            working_dir: None,
+            blocking_threads: 1,
+            backpressure: BACKPRESSURE_PER_THREAD,
+            root_path: String::new(),
+            interface: Interface::Wsgi,
+            event_loop: EventLoop::Auto,
+            lifespan: Lifespan::Auto,
+        }
+    );
+}
+
+#[test]
+fn asgi_flags_and_their_variables() {
+    let spec = app(
+        &[
+            "--interface=asgi",
+            "--loop=uvloop",
+            "--lifespan=off",
+            "main:app",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (spec.interface, spec.event_loop, spec.lifespan),
+        (Interface::Asgi, EventLoop::Uvloop, Lifespan::Off)
+    );
+    let env = [
+        ("M0SERVE_INTERFACE", "asgi"),
+        ("M0SERVE_LOOP", "asyncio"),
+        ("M0SERVE_LIFESPAN", "on"),
+    ];
+    let spec = app(&["main:app"], &env);
+    assert_eq!(
+        (spec.interface, spec.event_loop, spec.lifespan),
+        (Interface::Asgi, EventLoop::Asyncio, Lifespan::On)
+    );
+    assert_eq!(
+        app(&["--loop=auto", "main:app"], &env).event_loop,
+        EventLoop::Auto
+    );
+    assert!(usage(&["--loop=trio", "a:b"]).starts_with("invalid value 'trio'"));
+    assert!(usage(&["--lifespan=yes", "a:b"]).starts_with("invalid value 'yes'"));
+}
+
+#[test]
+fn app_flags_and_their_variables() {
+    let spec = app(
+        &[
+            "--factory",
+            "--app-dir=src",
+            "--working-dir=/srv",
+            "--blocking-threads=4",
+            "--root-path=/api/",
+            "--interface=wsgi",
+            "pkg.sub.wsgi:make.app",
+        ],
+        &[],
+    );
+    assert_eq!(spec.module, "pkg.sub.wsgi");
+    assert_eq!(spec.attrs, ["make", "app"]);
+    assert!(spec.factory);
+    assert_eq!(spec.app_dir, PathBuf::from("src"));
+    assert_eq!(spec.working_dir, Some(PathBuf::from("/srv")));
+    assert_eq!(spec.blocking_threads, 4);
+    // The default depth follows the thread count.
+    assert_eq!(spec.backpressure, 4 * BACKPRESSURE_PER_THREAD);
+    assert_eq!(spec.root_path, "/api");
+
+    let env = [
+        ("M0SERVE_APP", "site.wsgi:application"),
+        ("M0SERVE_FACTORY", "true"),
+        ("M0SERVE_APP_DIR", "/code"),
+        ("M0SERVE_WORKING_DIR", "/tmp"),
+        ("M0SERVE_BLOCKING_THREADS", "0"),
+        ("M0SERVE_BACKPRESSURE", "7"),
+        ("M0SERVE_ROOT_PATH", "/"),
+        ("M0SERVE_INTERFACE", "wsgi"),
+    ];
+    let spec = app(&[], &env);
+    assert_eq!(spec.target, "site.wsgi:application");
+    assert!(spec.factory);
+    assert_eq!(spec.app_dir, PathBuf::from("/code"));
+    assert_eq!(spec.working_dir, Some(PathBuf::from("/tmp")));
+    assert_eq!(spec.blocking_threads, 0);
+    assert_eq!(spec.backpressure, 7);
+    assert_eq!(spec.root_path, "");
+    // Loop-only still gets a queue depth of its own.
+    assert_eq!(
+        app(&["--blocking-threads=0", "a:b"], &[]).backpressure,
+        BACKPRESSURE_PER_THREAD
+    );
+    // The command line wins.
+    let flagged = app(&["--blocking-threads=2", "other:app"], &env);
+    assert_eq!(flagged.target, "other:app");
+    assert_eq!(flagged.blocking_threads, 2);
+}
+
+#[test]
+fn bad_app_flags_are_usage_errors() {
+    for target in [
+        "app", "app:", ":app", "a..b:app", "a:b..c", "a-b:app", "a:1x", "a:b:c",
+    ] {
+        let message = usage(&[target]);
+        assert!(
+            message.contains(&format!("APP '{target}' is not module:attribute")),
+            "{target}: {message}"
+        );
+    }
+    assert!(usage(&["--backpressure=0", "a:b"]).contains("must be at least 1"));
+    assert!(usage(&["--blocking-threads=-1", "a:b"]).contains("--blocking-threads"));
+    assert_eq!(
+        usage(&["--root-path=api", "a:b"]),
+        "--root-path 'api' must start with '/'"
+    );
+    assert!(usage(&["--interface=cgi", "a:b"]).starts_with("invalid value 'cgi'"));
+}
+
+#[test]
+fn the_pure_rust_binary_refuses_an_app() {
+    assert_eq!(with_env(&[], || main(os_args(&["--port=0", "app:app"]))), 2);
+    assert_eq!(
+        with_env(&[("M0SERVE_APP", "app:app")], || main(os_args(&[
+            "--port=0"
+        ]))),
+        2
+    );
+    assert!(NO_PYTHON.contains("no Python support") && NO_PYTHON.contains("pip"));
+}
+
+#[test]
+fn main_exit_statuses_without_serving() {
+    assert_eq!(with_env(&[], || main(os_args(&["--port", "abc"]))), 2);
+    assert_eq!(
+        with_env(&[], || main(os_args(&["--static-path-route=/s"]))),
+        2
+    );
+    assert_eq!(with_env(&[], || main(os_args(&["--version"]))), 0);
+}
+
+#[test]
+fn slow_client_flags_and_their_variables() {
+    let defaults = ok(&[]).options;
+    let buffer = defaults.body_buffer.expect("buffering is on by default");
+    assert_eq!(buffer.memory, 1 << 20);
+    assert_eq!(buffer.spill_dir, std::env::temp_dir());
+    assert_eq!(defaults.body_read_timeout, Duration::from_secs(30));
+    assert_eq!(defaults.send_timeout, Duration::from_secs(30));
+
+    let flagged = ok(&[
+        "--body-buffer-size=64K",
+        "--body-spill-dir=/var/tmp",
+        "--body-read-timeout=2.5",
+        "--send-timeout=4",
+    ])
+    .options;
+    let buffer = flagged.body_buffer.unwrap();
+    assert_eq!(buffer.memory, 64 << 10);
+    assert_eq!(buffer.spill_dir, PathBuf::from("/var/tmp"));
+    assert_eq!(flagged.body_read_timeout, Duration::from_millis(2500));
+    assert_eq!(flagged.send_timeout, Duration::from_secs(4));
+    assert!(ok(&["--request-buffering=off"])
+        .options
+        .body_buffer
+        .is_none());
+
+    let env = [
+        ("M0SERVE_REQUEST_BUFFERING", "off"),
+        ("M0SERVE_BODY_READ_TIMEOUT", "3"),
+        ("M0SERVE_SEND_TIMEOUT", "5"),
+    ];
+    let Ok(from_env) = parse_env(&[], &env) else {
+        panic!("env parse failed")
+    };
+    assert!(from_env.options.body_buffer.is_none());
+    assert_eq!(from_env.options.body_read_timeout, Duration::from_secs(3));
+    assert_eq!(from_env.options.send_timeout, Duration::from_secs(5));
+    let env = [
+        ("M0SERVE_BODY_BUFFER_SIZE", "2M"),
+        ("M0SERVE_BODY_SPILL_DIR", "/srv/spill"),
+    ];
+    let Ok(from_env) = parse_env(&["--request-buffering", "on"], &env) else {
+        panic!("env parse failed")
+    };
+    let buffer = from_env.options.body_buffer.unwrap();
+    assert_eq!(buffer.memory, 2 << 20);
+    assert_eq!(buffer.spill_dir, PathBuf::from("/srv/spill"));
+
+    assert!(usage(&["--request-buffering=maybe"]).contains("--request-buffering"));
+    assert!(usage(&["--send-timeout=-1"]).contains("--send-timeout"));
+}

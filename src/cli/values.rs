@@ -1,0 +1,42 @@
+//! Value parsers shared by the flags: counts, seconds, sizes.
+
+use std::time::Duration;
+
+/// A count that must be at least 1 (`--cores`, `--max-connections`).
+pub(super) fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Seconds as a non-negative decimal (`10`, `0.5`).
+pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of seconds, e.g. 10 or 0.5")?;
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| "expected a non-negative, finite number of seconds".into())
+}
+
+/// Bytes, optionally with a binary suffix: `512`, `64K`, `10M`, `1G`, `1GiB`.
+pub(super) fn parse_size(s: &str) -> Result<u64, String> {
+    const FORMS: &str =
+        "expected bytes, optionally with a K, M, G or T suffix, e.g. 1048576, 512K, 10M, 1G";
+    let s = s.trim();
+    let (number, suffix) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let number: u64 = number.parse().map_err(|_| FORMS)?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        _ => return Err(FORMS.into()),
+    };
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| "too large".into())
+}
