@@ -127,7 +127,9 @@ pub fn run(options: Options) -> io::Result<i32> {
 }
 
 /// The CPU of each core thread of this (single) process, logging how many
-/// there are, where the number came from, and where they run.
+/// there are, where the number came from, and where they run. A single
+/// process is not [`cpus::confine`]d: its pool threads keep the whole mask,
+/// as they did before worker processes; a worker confines itself.
 fn core_pins(requested: Option<usize>) -> io::Result<Vec<Option<CoreId>>> {
     let allowed = cpus::allowed();
     let found = cpus::quota::read();
