@@ -26,7 +26,7 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_UDS", value_name = "PATH")]
     uds: Option<PathBuf>,
 
-    /// Core threads, each pinned to one CPU [default: every CPU the process may run on].
+    /// Core threads, each pinned to one CPU [default: every CPU the process may run on, fewer under a cgroup CPU quota].
     #[arg(long, env = "M0SERVE_CORES", value_name = "N", value_parser = at_least_one)]
     pub(super) cores: Option<usize>,
 

@@ -10,7 +10,7 @@
 mod access_log;
 #[cfg(test)]
 mod app_tests;
-pub mod cores;
+pub mod cpus;
 pub mod listener;
 pub mod session;
 
@@ -43,7 +43,8 @@ pub enum Listen {
 /// Everything the server needs, built by the CLI.
 pub struct Options {
     pub listen: Listen,
-    /// Core threads; `None`: one per CPU of the process's affinity mask.
+    /// Core threads; `None`: one per CPU the process may use (its affinity
+    /// mask, or fewer under a cgroup CPU quota: see `cpus`).
     pub cores: Option<usize>,
     pub backend: Choice,
     pub limits: Limits,
@@ -96,8 +97,7 @@ pub type PhaseHook = Box<dyn FnMut(Phase) + Send>;
 /// graceful shutdown, 1 when a core thread failed.
 pub fn run(mut options: Options) -> io::Result<i32> {
     let kind = backend::select(options.backend).map_err(io::Error::other)?;
-    let pins = cores::plan(options.cores, &cores::allowed(), cores::available())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let pins = core_pins(options.cores)?;
     let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = match options.inherited.take() {
         Some(fd) => listener::adopt(fd)?,
@@ -153,6 +153,36 @@ pub fn run(mut options: Options) -> io::Result<i32> {
 struct Lifecycle {
     graceful: Duration,
     hook: Option<PhaseHook>,
+}
+
+/// The CPU of each core thread of this (single) process, logging how many
+/// there are, where the number came from, and where they run. A single
+/// process is not [`cpus::confine`]d: its pool threads keep the whole mask,
+/// as they did before worker processes; a worker confines itself.
+fn core_pins(requested: Option<usize>) -> io::Result<Vec<Option<CoreId>>> {
+    let allowed = cpus::allowed();
+    let found = cpus::quota::read();
+    for why in &found.ignored {
+        tracing::warn!("{why}");
+    }
+    let budget = cpus::Budget::new(allowed.len(), cpus::available(), found.quota.as_ref());
+    let plan = cpus::plan_workers(1, requested, &allowed, &budget)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    if let Some(warning) = &plan.warning {
+        tracing::warn!("{warning}");
+    }
+    let worker = &plan.workers[0];
+    let source = match requested {
+        Some(_) => "--cores".to_string(),
+        None => budget.to_string(),
+    };
+    tracing::info!(
+        "{} core thread{} ({source}), {}",
+        worker.cores,
+        if worker.cores == 1 { "" } else { "s" },
+        worker.placement()
+    );
+    Ok(worker.pins())
 }
 
 /// What a core thread runs: its backend's loop with its own service.
