@@ -200,6 +200,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
+        cpu_share: None,
         inherited: None,
         phase_hook: None,
     };

@@ -73,6 +73,9 @@ pub struct Options {
     pub body_read_timeout: Duration,
     /// Output the client takes none of for this long closes the connection.
     pub send_timeout: Duration,
+    /// The core threads and CPUs its supervisor planned for this worker
+    /// (None: planned here, from `cores`, the mask and the quota).
+    pub cpu_share: Option<cpus::Worker>,
     /// A listener already bound, used instead of binding `listen`: a worker's,
     /// inherited from its supervisor (see [`listener::adopt`]).
     pub inherited: Option<std::os::fd::OwnedFd>,
@@ -97,7 +100,14 @@ pub type PhaseHook = Box<dyn FnMut(Phase) + Send>;
 /// graceful shutdown, 1 when a core thread failed.
 pub fn run(mut options: Options) -> io::Result<i32> {
     let kind = backend::select(options.backend).map_err(io::Error::other)?;
-    let pins = core_pins(options.cores)?;
+    let pins = match options.cpu_share.take() {
+        Some(share) => {
+            let s = if share.cores == 1 { "" } else { "s" };
+            tracing::info!("{} core thread{s}, {}", share.cores, share.placement());
+            share.pins()
+        }
+        None => core_pins(options.cores)?,
+    };
     let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = match options.inherited.take() {
         Some(fd) => listener::adopt(fd)?,

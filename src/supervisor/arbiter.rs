@@ -36,6 +36,7 @@ struct Slot {
 
 pub struct Arbiter<'a> {
     relaunch: Relaunch,
+    shares: Vec<crate::server::cpus::Worker>,
     listener: &'a Listener,
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
@@ -56,6 +57,7 @@ impl<'a> Arbiter<'a> {
     pub fn new(plan: &Plan, listener: &'a Listener, wakeup: Wakeup) -> io::Result<Arbiter<'a>> {
         Ok(Arbiter {
             relaunch: plan.relaunch.clone(),
+            shares: plan.shares.clone(),
             listener,
             lifeline: worker::pipe()?,
             wakeup,
@@ -113,7 +115,9 @@ impl<'a> Arbiter<'a> {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
         };
-        let w = Worker::spawn(&self.relaunch, number, &inherit)?;
+        let share =
+            (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
+        let w = Worker::spawn(&self.relaunch, number, share, &inherit)?;
         // Quiet on the first start: an app that cannot load must read as
         // today's one line, the worker's.
         if self.booting {

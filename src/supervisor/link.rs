@@ -17,7 +17,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::server::{Options, Phase};
+use crate::server::{cpus, Options, Phase};
 
 /// The worker's number, from 1.
 pub const INDEX: &str = "M0SERVE_WORKER_INDEX";
@@ -27,6 +27,10 @@ pub const LISTENER_FD: &str = "M0SERVE_WORKER_FD";
 pub const STATUS_FD: &str = "M0SERVE_WORKER_STATUS_FD";
 /// The read end of the lifeline.
 pub const LIFELINE_FD: &str = "M0SERVE_WORKER_LIFELINE_FD";
+/// The worker's core threads, when the supervisor planned its CPUs.
+pub const CORES: &str = "M0SERVE_WORKER_CORES";
+/// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
+pub const CPUS: &str = "M0SERVE_WORKER_CPUS";
 
 /// Written on the status pipe when the worker is ready.
 pub const READY: u8 = b'R';
@@ -36,6 +40,8 @@ pub const DRAINING: u8 = b'D';
 /// A worker's inheritance from its supervisor.
 pub struct Link {
     pub number: usize,
+    /// Its core threads and CPUs, when the supervisor planned them.
+    share: Option<cpus::Worker>,
     listener: OwnedFd,
     status: File,
     lifeline: OwnedFd,
@@ -58,8 +64,18 @@ pub fn from_env() -> Result<Option<Link>, String> {
             .map_err(|_| format!("{name}={value} is not a descriptor"))?;
         adopt(raw).ok_or_else(|| format!("{name}={value} is not an open descriptor"))
     };
+    let share = match (take_var(CORES), take_var(CPUS)) {
+        (Some(cores), Some(list)) => Some(cpus::Worker {
+            cores: cores
+                .parse()
+                .map_err(|_| format!("{CORES}={cores} is not a count"))?,
+            cpus: cpus::list::parse(&list).map_err(|e| format!("{CPUS}={list}: {e}"))?,
+        }),
+        _ => None,
+    };
     Ok(Some(Link {
         number,
+        share,
         listener: fd(LISTENER_FD)?,
         status: File::from(fd(STATUS_FD)?),
         lifeline: fd(LIFELINE_FD)?,
@@ -92,6 +108,14 @@ impl Link {
         super::title::set(&format!("m0serve: worker {}", self.number));
         for signal in [libc::SIGHUP, libc::SIGTTIN, libc::SIGTTOU] {
             let _ = signal_hook::flag::register(signal, Arc::new(AtomicBool::new(false)));
+        }
+        if let Some(share) = self.share {
+            // Before any other thread of this process exists (the lifeline's,
+            // the app's pool or executor): they inherit the set.
+            if let Err(e) = cpus::confine(&share.cpus) {
+                tracing::warn!("confining worker {} to its CPUs: {e}", self.number);
+            }
+            options.cpu_share = Some(share);
         }
         watch(self.lifeline);
         options.inherited = Some(self.listener);

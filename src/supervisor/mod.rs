@@ -36,7 +36,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::Supervision;
-use crate::server::{listener, Listen, Options};
+use crate::server::{cpus, listener, Listen, Options};
 
 /// How to start a worker: this program again, with its arguments.
 #[derive(Clone, Debug)]
@@ -54,6 +54,8 @@ pub struct Plan {
     /// (and a margin) after it was told to stop is killed.
     pub graceful_timeout: Duration,
     pub relaunch: Relaunch,
+    /// Worker `n`'s CPUs ([`cpu_shares`]); empty with one worker.
+    pub shares: Vec<cpus::Worker>,
 }
 
 impl Plan {
@@ -64,8 +66,51 @@ impl Plan {
             pid_file: supervision.pid_file.clone(),
             graceful_timeout: options.graceful_timeout,
             relaunch,
+            shares: cpu_shares(supervision.workers, options.cores),
         }
     }
+}
+
+/// Each worker's core threads and CPUs, logged once: with several workers,
+/// worker `n` is pinned and confined to its own CPUs of the allowed set
+/// (see [`cpus::plan_workers`]). One worker plans its cores itself, as a
+/// single process always has (its pool keeps the whole mask), so this is
+/// empty then. Workers added later by SIGTTIN take the shares round-robin.
+fn cpu_shares(workers: usize, cores: Option<usize>) -> Vec<cpus::Worker> {
+    if workers < 2 {
+        return Vec::new();
+    }
+    let allowed = cpus::allowed();
+    let found = cpus::quota::read();
+    for why in &found.ignored {
+        tracing::warn!("{why}");
+    }
+    let budget = cpus::Budget::new(allowed.len(), cpus::available(), found.quota.as_ref());
+    let plan = match cpus::plan_workers(workers, cores, &allowed, &budget) {
+        Ok(plan) => plan,
+        Err(e) => {
+            tracing::warn!("{e}: the workers plan their CPUs themselves");
+            return Vec::new();
+        }
+    };
+    if let Some(warning) = &plan.warning {
+        tracing::warn!("{warning}");
+    }
+    let source = if cores.is_some() {
+        "--cores".to_string()
+    } else {
+        budget.to_string()
+    };
+    for (i, w) in plan.workers.iter().enumerate() {
+        let s = if w.cores == 1 { "" } else { "s" };
+        tracing::info!(
+            "worker {}: {} core thread{s} ({source}), {}",
+            i + 1,
+            w.cores,
+            w.placement()
+        );
+    }
+    plan.workers
 }
 
 /// Supervise until SIGTERM or SIGINT; returns the exit status: 0 after a

@@ -18,6 +18,7 @@ use std::time::Instant;
 use super::link::{self, DRAINING, READY};
 use super::wakeup;
 use super::Relaunch;
+use crate::server::cpus;
 
 /// What every worker inherits from the supervisor.
 pub struct Inherit<'a> {
@@ -37,7 +38,13 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn spawn(relaunch: &Relaunch, number: usize, inherit: &Inherit<'_>) -> io::Result<Worker> {
+    /// `share`: the core threads and CPUs planned for it (None: it plans them itself).
+    pub fn spawn(
+        relaunch: &Relaunch,
+        number: usize,
+        share: Option<&cpus::Worker>,
+        inherit: &Inherit<'_>,
+    ) -> io::Result<Worker> {
         let (status_read, status_write) = pipe()?;
         // SAFETY: O_NONBLOCK on a descriptor we own.
         unsafe { libc::fcntl(status_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
@@ -51,8 +58,11 @@ impl Worker {
             .env(link::LISTENER_FD, listener.to_string())
             .env(link::STATUS_FD, status.to_string())
             .env(link::LIFELINE_FD, lifeline.to_string());
-        // The CPU hook (issue 9, point 3): the CPUs `plan_workers` gives worker
-        // `number` are passed here, for the worker to pin its cores and pool to.
+        if let Some(share) = share {
+            command
+                .env(link::CORES, share.cores.to_string())
+                .env(link::CPUS, cpus::list::format(&share.cpus));
+        }
         let supervisor = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs in the child between fork and exec and
         // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).

@@ -423,6 +423,11 @@ impl Server {
         }
     }
 
+    /// The server's (the supervisor's) pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn connect(&self) -> Client {
         Client::connect(&self.addr)
     }
