@@ -178,7 +178,10 @@ impl<S: Service> Core<S> {
                     self.admit(fd, true, now);
                 }
                 let expired = self.ctx.control.deadline().is_some_and(|d| now >= d);
-                if self.conns.is_empty() || expired {
+                // Not before the accept's cancel has landed: a connection it
+                // completed meanwhile is still to be answered.
+                let accepting = self.ring.accept_state() != AcceptState::Idle;
+                if (self.conns.is_empty() && !accepting) || expired {
                     return Ok(());
                 }
             } else {
@@ -200,12 +203,15 @@ impl<S: Service> Core<S> {
     fn on_completion(&mut self, c: Completion, now: Instant) {
         match c {
             Completion::Accepted { result, .. } => match result {
-                // Accepts that land after shutdown began are closed with the pending queue.
                 Ok(fd) if !self.draining => {
                     self.pending.push_back(fd);
                     self.listen_door.announce();
                 }
-                Ok(_) => {}
+                // The multishot accept took it before its cancel landed: the
+                // kernel queue it came from is shared with sibling workers
+                // (or was refused to new clients), so it is this core's to
+                // answer, once, with `Connection: close`.
+                Ok(fd) => self.admit_draining(fd, now),
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
                 // The listener was shut at the drain's start.
                 Err(_) if self.ctx.control.shutting_down() => {}
@@ -574,7 +580,9 @@ impl<S: Service> Core<S> {
     }
 
     /// Shutdown began: stop accepting, keep the promise to connections handed
-    /// over, drop the ones nobody admitted, and let every session finish.
+    /// over, answer the ones accepted but not admitted yet (once, with
+    /// `Connection: close`: with workers the queue they came from is shared,
+    /// and a sibling would have served them), and let every session finish.
     fn begin_drain(&mut self, now: Instant) {
         self.draining = true;
         if let Err(e) = self.ring.cancel_accept() {
@@ -592,10 +600,20 @@ impl<S: Service> Core<S> {
         while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
             self.admit(fd, true, now);
         }
-        // Accepted but never reserved: closing them is all they are owed.
-        self.pending.clear();
+        // Accepted but not yet admitted: answered once, like those above.
+        while let Some(fd) = self.pending.pop_front() {
+            self.admit_draining(fd, now);
+        }
         self.listen_door.clear();
         self.handoff_door.clear();
+    }
+
+    /// Admit a connection accepted after the drain began (its session is told
+    /// of the shutdown at once); at the connection limit it is closed.
+    fn admit_draining(&mut self, fd: OwnedFd, now: Instant) {
+        if self.ctx.control.try_reserve() {
+            self.admit(fd, false, now);
+        }
     }
 
     /// The end: close every connection still open (the ring, dropped after

@@ -48,6 +48,10 @@ use websocket::WsSession;
 /// reading cannot make the server buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 1 << 20;
 
+/// How long a drain waits for the first request of a connection accepted
+/// just before it (then the connection closes as an idle one would).
+const FRESH_GRACE: Duration = Duration::from_secs(1);
+
 /// What every connection of the server shares.
 pub struct Shared {
     pub router: Router,
@@ -282,6 +286,11 @@ impl HttpSession {
         }
     }
 
+    /// Nothing queued, no app call, and the protocol between requests.
+    fn between_requests(&self) -> bool {
+        self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
+    }
+
     /// Set the read deadline that fits the state: the head's timeout while a
     /// head is arriving, the body's while a body is wanted, the keep-alive
     /// timeout while idle, none otherwise.
@@ -298,7 +307,7 @@ impl HttpSession {
             Some(start + self.shared.header_read_timeout)
         } else if let Some(since) = self.body_clock {
             Some(since + self.shared.body_read_timeout)
-        } else if self.idle() {
+        } else if self.between_requests() {
             Some(now + self.shared.keep_alive_timeout)
         } else {
             None
@@ -494,13 +503,20 @@ impl Session for HttpSession {
         }
     }
 
+    /// Between requests, and not a fresh connection whose first request is
+    /// still to come (a drain answers that one rather than close under it).
     fn idle(&self) -> bool {
-        self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
+        self.between_requests() && !self.conn.is_fresh()
     }
 
     fn on_shutdown(&mut self) {
         self.conn.close_after_response();
         self.shutting = true;
+        if self.conn.is_fresh() {
+            // Its request is on the way; one that is not closes soon.
+            let grace = Instant::now() + FRESH_GRACE;
+            self.deadline = Some(self.deadline.map_or(grace, |d| d.min(grace)));
+        }
         if self.ws.is_some() {
             self.ws_shutdown(Instant::now());
         }
