@@ -56,6 +56,8 @@ struct Args {
     app: app::AppArgs,
     #[command(flatten)]
     workers: workers::WorkerArgs,
+    #[command(flatten)]
+    recycle: workers::RecycleArgs,
 }
 
 /// A parsed command line: what to serve, and how much to log about it.
@@ -73,6 +75,7 @@ pub struct Invocation {
 pub struct Supervision {
     pub workers: usize,
     pub pid_file: Option<std::path::PathBuf>,
+    pub recycle: crate::supervisor::recycle::Recycle,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -179,6 +182,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         http,
         app,
         workers,
+        recycle,
     } = Args::try_parse_from(args).map_err(clap_error)?;
     let backend = server.backend()?;
     let router = routes.router()?;
@@ -211,6 +215,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         supervision: Supervision {
             workers: workers.workers,
             pid_file: workers.pid_file,
+            recycle: recycle.recycle(),
         },
     })
 }

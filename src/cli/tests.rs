@@ -79,7 +79,8 @@ fn defaults() {
         supervision,
         super::Supervision {
             workers: 1,
-            pid_file: None
+            pid_file: None,
+            recycle: Default::default(),
         }
     );
     assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
@@ -540,4 +541,26 @@ fn workers_and_the_pid_file_take_flags() {
     assert_eq!(inv.supervision.workers, 3);
     assert_eq!(inv.supervision.pid_file, Some(PathBuf::from("/run/m0.pid")));
     assert!(parse(["m0serve", "--workers", "0"].map(OsString::from)).is_err());
+}
+
+#[test]
+fn recycling_limits_take_flags() {
+    let inv = ok(&[
+        "--workers-max-requests=1000",
+        "--workers-max-requests-jitter=50",
+        "--workers-lifetime=3600",
+        "--workers-max-rss=512",
+    ]);
+    let recycle = inv.supervision.recycle;
+    assert_eq!(recycle.max_requests, Some(1000));
+    assert_eq!(recycle.max_requests_jitter, 50);
+    assert_eq!(recycle.lifetime, Some(Duration::from_secs(3600)));
+    assert_eq!(recycle.max_rss, Some(512 << 20));
+    assert_eq!(
+        ok(&["--workers-max-rss=1G"]).supervision.recycle.max_rss,
+        Some(1 << 30)
+    );
+    assert!(usage(&["--workers-max-requests=0"]).contains("--workers-max-requests"));
+    assert!(usage(&["--workers-lifetime=0"]).contains("--workers-lifetime"));
+    assert!(usage(&["--workers-max-rss=0"]).contains("--workers-max-rss"));
 }

@@ -1,10 +1,13 @@
-//! Flags of the supervisor: how many worker processes, and its pid file.
+//! Flags of the supervisor: how many worker processes and its pid file;
+//! when a healthy worker is recycled anyway.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
-use super::values::at_least_one;
+use super::values::{at_least_one, parse_seconds, parse_size};
+use crate::supervisor::recycle::Recycle;
 
 #[derive(Args, Debug)]
 pub(super) struct WorkerArgs {
@@ -15,4 +18,60 @@ pub(super) struct WorkerArgs {
     /// Write the supervisor's pid to this file (removed at exit).
     #[arg(long, env = "M0SERVE_PID_FILE", value_name = "PATH")]
     pub(super) pid_file: Option<PathBuf>,
+}
+
+/// Each recycle starts the replacement, waits until it is ready, then
+/// drains the old worker; one worker at a time.
+#[derive(Args, Debug)]
+pub(super) struct RecycleArgs {
+    /// Recycle a worker after it has served N requests (plus its jitter).
+    #[arg(long, env = "M0SERVE_WORKERS_MAX_REQUESTS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    workers_max_requests: Option<u64>,
+
+    /// Up to J requests more for each worker's --workers-max-requests, drawn per worker (alone: no effect).
+    #[arg(
+        long,
+        env = "M0SERVE_WORKERS_MAX_REQUESTS_JITTER",
+        value_name = "J",
+        default_value_t = 0
+    )]
+    workers_max_requests_jitter: u64,
+
+    /// Recycle a worker once it has run this many seconds (the first workers spread over it).
+    #[arg(long, env = "M0SERVE_WORKERS_LIFETIME", value_name = "SECS", value_parser = positive_seconds)]
+    workers_lifetime: Option<Duration>,
+
+    /// Recycle a worker whose resident memory is over this (MiB, or a size like 1G) in two samples a second apart (Linux).
+    #[arg(long, env = "M0SERVE_WORKERS_MAX_RSS", value_name = "MIB", value_parser = mebibytes)]
+    workers_max_rss: Option<u64>,
+}
+
+impl RecycleArgs {
+    pub(super) fn recycle(&self) -> Recycle {
+        Recycle {
+            max_requests: self.workers_max_requests,
+            max_requests_jitter: self.workers_max_requests_jitter,
+            lifetime: self.workers_lifetime,
+            max_rss: self.workers_max_rss,
+        }
+    }
+}
+
+fn positive_seconds(s: &str) -> Result<Duration, String> {
+    match parse_seconds(s)? {
+        Duration::ZERO => Err("must be more than 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// Bytes: a bare number is MiB (`512`), a suffixed one a size (`1G`).
+fn mebibytes(s: &str) -> Result<u64, String> {
+    let bytes = match s.trim().parse::<u64>() {
+        Ok(mib) => mib.checked_mul(1 << 20).ok_or("too large")?,
+        Err(_) => parse_size(s)?,
+    };
+    if bytes == 0 {
+        return Err("must be more than 0".into());
+    }
+    Ok(bytes)
 }

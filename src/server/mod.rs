@@ -12,6 +12,7 @@ mod access_log;
 mod app_tests;
 pub mod cpus;
 pub mod listener;
+pub mod request_budget;
 pub mod session;
 
 use std::io;

@@ -208,6 +208,7 @@ impl HttpSession {
     /// `Expect: 100-continue` the answer goes at once and the client never
     /// sends the body.
     fn on_head(&mut self, head: RequestHead, out: &mut Vec<u8>) {
+        super::request_budget::count();
         let reply = match (self.shared.router.route(&head), &self.shared.app) {
             (Some(reply), _) => reply,
             (None, Some(app)) => match self.ws_handshake(app.as_ref(), &head) {

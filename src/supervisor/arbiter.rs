@@ -4,7 +4,12 @@
 //! during a rolling restart the replacement waiting to be READY. Workers
 //! taken out of their slot (rolled out, or removed by SIGTTOU) drain as
 //! `retired` until they exit.
+//!
+//! Rolling restarts and recycles share one queue of slots: one replacement
+//! starts at a time, and the next only once it is READY (or failed), so no
+//! two workers are ever being replaced at once.
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -12,9 +17,10 @@ use std::time::{Duration, Instant};
 use libc::c_int;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGTTIN, SIGTTOU};
 
+use super::recycle::{Recycle, Why, RSS_SAMPLE, RSS_STRIKES};
 use super::wakeup::{self, Wakeup};
 use super::worker::{self, describe, Inherit, Worker};
-use super::{backoff, Plan, Relaunch};
+use super::{backoff, rss, Plan, Relaunch};
 use crate::server::listener::Listener;
 
 /// How long shutdown waits for every worker to say its drain began before
@@ -32,6 +38,11 @@ struct Slot {
     replacement: Option<Worker>,
     failures: u32,
     respawn_at: Option<Instant>,
+    /// Why it is in the replacement queue (or its replacement starting).
+    queued: Option<Why>,
+    /// Recycles whose replacement failed in a row, and the next try.
+    recycle_failures: u32,
+    hold_until: Option<Instant>,
 }
 
 pub struct Arbiter<'a> {
@@ -44,8 +55,12 @@ pub struct Arbiter<'a> {
     wakeup: Wakeup,
     slots: Vec<Slot>,
     retired: Vec<Worker>,
-    /// The slot (index) a rolling restart is at.
-    roll: Option<usize>,
+    /// Slots waiting for their replacement, in turn.
+    queue: VecDeque<usize>,
+    /// A rolling restart (SIGHUP, a reload) is in the queue.
+    rolling: bool,
+    recycle: Recycle,
+    next_rss: Instant,
     booting: bool,
     /// Set when stopping: the moment left-over workers are killed.
     stopping: Option<Instant>,
@@ -63,7 +78,10 @@ impl<'a> Arbiter<'a> {
             wakeup,
             slots: (0..plan.workers).map(|_| Slot::default()).collect(),
             retired: Vec::new(),
-            roll: None,
+            queue: VecDeque::new(),
+            rolling: false,
+            recycle: plan.recycle.clone(),
+            next_rss: Instant::now() + RSS_SAMPLE,
             booting: true,
             stopping: None,
             graceful: plan.graceful_timeout,
@@ -91,6 +109,8 @@ impl<'a> Arbiter<'a> {
             self.read_statuses();
             self.reap();
             self.respawn_due();
+            self.sample_rss();
+            self.queue_recycles();
             if let Some(deadline) = self.stopping {
                 if self.live().next().is_none() {
                     return self.status;
@@ -117,7 +137,10 @@ impl<'a> Arbiter<'a> {
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
-        let w = Worker::spawn(&self.relaunch, number, share, &inherit)?;
+        let requests = self.recycle.requests_for(number);
+        let mut w = Worker::spawn(&self.relaunch, number, share, requests, &inherit)?;
+        let first = self.booting.then_some(self.slots.len());
+        w.recycle_at = self.recycle.deadline(w.started, number, first);
         // Quiet on the first start: an app that cannot load must read as
         // today's one line, the worker's.
         if self.booting {
@@ -144,6 +167,8 @@ impl<'a> Arbiter<'a> {
             .iter()
             .filter_map(|s| s.respawn_at)
             .chain(self.stopping)
+            .chain(self.recycles_at())
+            .chain(self.recycle.max_rss.map(|_| self.next_rss))
             .min()
             .map_or(IDLE, |at| at.saturating_duration_since(now))
             .min(IDLE);
@@ -173,17 +198,20 @@ impl<'a> Arbiter<'a> {
         if replacement {
             let new = slot.replacement.take().expect("a ready replacement");
             tracing::info!("worker {} (pid {}) ready", new.number, new.pid());
+            let why = slot.queued.take().unwrap_or(Why::Roll);
+            slot.recycle_failures = 0;
+            slot.hold_until = None;
             if let Some(old) = slot.worker.replace(new) {
-                tracing::info!(
-                    "rolling restart: draining worker {} (pid {})",
-                    old.number,
-                    old.pid()
-                );
+                let what = match why {
+                    Why::Roll => "rolling restart",
+                    Why::Reload => "reload",
+                    _ => "recycled",
+                };
+                tracing::info!("{what}: draining worker {} (pid {})", old.number, old.pid());
                 old.signal(SIGTERM);
                 self.retired.push(old);
             }
-            self.roll = Some(index + 1);
-            self.step_roll();
+            self.step_queue();
             return;
         }
         let w = slot.worker.as_ref().expect("a ready worker");
@@ -214,14 +242,14 @@ impl<'a> Arbiter<'a> {
             {
                 let w = self.slots[index].replacement.take().expect("exited");
                 if self.stopping.is_none() {
-                    tracing::error!(
-                        "rolling restart stopped: the new worker {} (pid {}) failed before it was ready ({}); the old one keeps serving",
+                    let failed = format!(
+                        "the new worker {} (pid {}) failed before it was ready ({}); the old one keeps serving",
                         w.number,
                         w.pid(),
                         describe(status)
                     );
+                    self.replacement_failed(index, &failed, now);
                 }
-                self.roll = None;
             }
             if let Some(status) = self.slots[index].worker.as_mut().and_then(Worker::try_exit) {
                 let w = self.slots[index].worker.take().expect("exited");
@@ -259,6 +287,9 @@ impl<'a> Arbiter<'a> {
             self.status = status.code().filter(|&c| c != 0).unwrap_or(1);
             self.stop(SIGTERM);
             return;
+        }
+        if self.slots[index].replacement.is_none() && self.slots[index].queued.take().is_some() {
+            self.queue.retain(|&i| i != index);
         }
         let slot = &mut self.slots[index];
         if w.ready && now.duration_since(w.started) >= backoff::HEALTHY {
@@ -321,12 +352,11 @@ impl<'a> Arbiter<'a> {
         if signal == SIGHUP {
             if self.booting {
                 tracing::info!("SIGHUP while the workers start: ignored");
-            } else if self.roll.is_some() {
+            } else if self.rolling {
                 tracing::info!("SIGHUP: a rolling restart is already under way");
             } else {
                 tracing::info!("SIGHUP: rolling restart of {} worker(s)", self.slots.len());
-                self.roll = Some(0);
-                self.step_roll();
+                self.roll(Why::Roll);
             }
         } else if signal == SIGTTIN {
             self.slots.push(Slot {
@@ -341,39 +371,155 @@ impl<'a> Arbiter<'a> {
                 w.signal(SIGTERM);
                 self.retired.push(w);
             }
-            self.step_roll();
+            self.step_queue();
         } else {
             tracing::info!("SIGTTOU: one worker is the least");
         }
     }
 
-    /// Start the replacement of the worker the roll is at, or finish it.
-    /// A slot whose worker is being restarted anyway is passed over.
-    fn step_roll(&mut self) {
-        while let Some(index) = self.roll {
-            let Some(slot) = self.slots.get(index) else {
-                tracing::info!("rolling restart done");
-                self.roll = None;
+    /// Queue every slot for a replacement (one already queued keeps its
+    /// place): the rolling restart of SIGHUP and of a reload.
+    fn roll(&mut self, why: Why) {
+        self.rolling = true;
+        for index in 0..self.slots.len() {
+            self.enqueue(index, why);
+        }
+        self.step_queue();
+    }
+
+    fn enqueue(&mut self, index: usize, why: Why) {
+        let slot = &mut self.slots[index];
+        if slot.queued.is_none() {
+            slot.queued = Some(why);
+            self.queue.push_back(index);
+        }
+    }
+
+    /// Start the replacement of the next slot in the queue, unless one is
+    /// starting already. A slot with no ready worker (it is being restarted
+    /// anyway) is passed over.
+    fn step_queue(&mut self) {
+        while self.stopping.is_none() && self.slots.iter().all(|s| s.replacement.is_none()) {
+            let Some(index) = self.queue.pop_front() else {
+                if self.rolling {
+                    tracing::info!("rolling restart done");
+                    self.rolling = false;
+                }
                 return;
             };
-            if slot.replacement.is_some() {
-                return;
+            if self.slots.get(index).is_none_or(|s| s.queued.is_none()) {
+                continue;
             }
-            if !slot.worker.as_ref().is_some_and(|w| w.ready) {
-                self.roll = Some(index + 1);
+            if !self.slots[index].worker.as_ref().is_some_and(|w| w.ready) {
+                self.slots[index].queued = None;
                 continue;
             }
             match self.spawn(index + 1) {
                 Ok(w) => self.slots[index].replacement = Some(w),
                 Err(e) => {
-                    tracing::error!(
-                        "rolling restart stopped: starting worker {}: {e}",
-                        index + 1
-                    );
-                    self.roll = None;
+                    let failed = format!("starting worker {}: {e}", index + 1);
+                    self.replacement_failed(index, &failed, Instant::now());
                 }
             }
+        }
+    }
+
+    /// A replacement could not start, or failed before it was ready: the
+    /// old worker keeps serving. The rest of a rolling restart is dropped;
+    /// a recycle is tried again after a backoff.
+    fn replacement_failed(&mut self, index: usize, failed: &str, now: Instant) {
+        let slot = &mut self.slots[index];
+        match slot.queued.take() {
+            Some(Why::Roll | Why::Reload) | None => {
+                tracing::error!("rolling restart stopped: {failed}");
+                self.rolling = false;
+                let slots = &mut self.slots;
+                self.queue.retain(|&i| {
+                    let rolled = matches!(slots[i].queued, Some(Why::Roll | Why::Reload));
+                    if rolled {
+                        slots[i].queued = None;
+                    }
+                    !rolled
+                });
+            }
+            Some(why) => {
+                slot.recycle_failures = slot.recycle_failures.saturating_add(1);
+                let delay = backoff::delay(slot.recycle_failures);
+                slot.hold_until = Some(now + delay);
+                tracing::error!(
+                    "recycling worker {} ({why}) stopped: {failed}; next try in {delay:?}",
+                    index + 1
+                );
+            }
+        }
+        self.step_queue();
+    }
+
+    /// When the next lifetime recycle (or its retry) is due, for `sleep`:
+    /// only for slots [`queue_recycles`](Self::queue_recycles) would queue.
+    fn recycles_at(&self) -> impl Iterator<Item = Instant> + '_ {
+        self.slots
+            .iter()
+            .filter(|s| !self.booting && s.queued.is_none() && s.replacement.is_none())
+            .filter_map(|s| {
+                let w = s.worker.as_ref().filter(|w| w.ready)?;
+                let due = if w.served_all || w.rss_strikes >= RSS_STRIKES {
+                    Instant::now()
+                } else {
+                    w.recycle_at?
+                };
+                Some(s.hold_until.map_or(due, |hold| hold.max(due)))
+            })
+    }
+
+    /// Queue each ready worker that has reached a recycling limit.
+    fn queue_recycles(&mut self) {
+        if self.booting || self.stopping.is_some() {
             return;
+        }
+        let now = Instant::now();
+        for index in 0..self.slots.len() {
+            let slot = &self.slots[index];
+            if slot.queued.is_some()
+                || slot.replacement.is_some()
+                || slot.hold_until.is_some_and(|at| at > now)
+            {
+                continue;
+            }
+            let Some(w) = slot.worker.as_ref().filter(|w| w.ready) else {
+                continue;
+            };
+            let why = if w.served_all {
+                Why::MaxRequests
+            } else if w.rss_strikes >= RSS_STRIKES {
+                Why::MaxRss(w.rss)
+            } else if w.recycle_at.is_some_and(|at| at <= now) {
+                Why::Lifetime
+            } else {
+                continue;
+            };
+            tracing::info!("worker {} (pid {}) {why}: recycling it", w.number, w.pid());
+            self.enqueue(index, why);
+        }
+        self.step_queue();
+    }
+
+    /// Every [`RSS_SAMPLE`], each ready worker's resident memory against
+    /// `--workers-max-rss`.
+    fn sample_rss(&mut self) {
+        let Some(max) = self.recycle.max_rss else {
+            return;
+        };
+        let now = Instant::now();
+        if now < self.next_rss {
+            return;
+        }
+        self.next_rss = now + RSS_SAMPLE;
+        for w in self.slots.iter_mut().filter_map(|s| s.worker.as_mut()) {
+            if let Some(bytes) = w.ready.then(|| rss::sample(w.pid())).flatten() {
+                w.rss = bytes;
+                w.rss_strikes = if bytes > max { w.rss_strikes + 1 } else { 0 };
+            }
         }
     }
 
@@ -382,7 +528,8 @@ impl<'a> Arbiter<'a> {
     /// shut the listener: new connections are refused from then on.
     fn stop(&mut self, signal: c_int) {
         self.stopping = Some(Instant::now() + self.graceful + KILL_MARGIN);
-        self.roll = None;
+        self.queue.clear();
+        self.rolling = false;
         for w in self.live() {
             w.signal(signal);
         }

@@ -5,7 +5,8 @@
 //! - the listener, bound once by the supervisor and shared by every worker;
 //! - a status pipe, on which the worker writes [`READY`] once its app is
 //!   loaded (lifespan startup included) and its cores accept, and
-//!   [`DRAINING`] when its drain begins;
+//!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
+//!   the requests the supervisor allotted it (`--workers-max-requests`);
 //! - the lifeline: the read end of a pipe whose write end only the
 //!   supervisor holds. End of file means the supervisor is gone, however it
 //!   died, and the worker exits at once: no orphans (on Linux
@@ -32,16 +33,23 @@ pub const CORES: &str = "M0SERVE_WORKER_CORES";
 /// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
 pub const CPUS: &str = "M0SERVE_WORKER_CPUS";
 
+/// The requests this worker serves before it asks to be recycled.
+pub const REQUESTS: &str = "M0SERVE_WORKER_MAX_REQUESTS";
+
 /// Written on the status pipe when the worker is ready.
 pub const READY: u8 = b'R';
 /// Written on the status pipe when the worker's drain has begun.
 pub const DRAINING: u8 = b'D';
+/// Written on the status pipe when the worker has served its requests.
+pub const MAX_REQUESTS: u8 = b'M';
 
 /// A worker's inheritance from its supervisor.
 pub struct Link {
     pub number: usize,
     /// Its core threads and CPUs, when the supervisor planned them.
     share: Option<cpus::Worker>,
+    /// Its `--workers-max-requests` (with the jitter drawn), if any.
+    max_requests: Option<u64>,
     listener: OwnedFd,
     status: File,
     lifeline: OwnedFd,
@@ -73,9 +81,17 @@ pub fn from_env() -> Result<Option<Link>, String> {
         }),
         _ => None,
     };
+    let max_requests = match take_var(REQUESTS) {
+        Some(n) => Some(
+            n.parse()
+                .map_err(|_| format!("{REQUESTS}={n} is not a count"))?,
+        ),
+        None => None,
+    };
     Ok(Some(Link {
         number,
         share,
+        max_requests,
         listener: fd(LISTENER_FD)?,
         status: File::from(fd(STATUS_FD)?),
         lifeline: fd(LIFELINE_FD)?,
@@ -119,16 +135,29 @@ impl Link {
         }
         watch(self.lifeline);
         options.inherited = Some(self.listener);
-        let mut status = self.status;
+        // One-byte writes on a pipe are atomic: the core thread that counts
+        // the last request and the main thread may both write.
+        let status = Arc::new(self.status);
+        if let Some(limit) = self.max_requests {
+            tracing::debug!("recycled after {limit} requests");
+            let status = status.clone();
+            crate::server::request_budget::set(limit, move || tell(&status, MAX_REQUESTS));
+        }
         options.phase_hook = Some(Box::new(move |phase| {
-            let byte = match phase {
-                Phase::Ready => READY,
-                Phase::Draining => DRAINING,
-            };
-            // A supervisor that is gone is the lifeline's business.
-            let _ = status.write_all(&[byte]);
+            tell(
+                &status,
+                match phase {
+                    Phase::Ready => READY,
+                    Phase::Draining => DRAINING,
+                },
+            )
         }));
     }
+}
+
+fn tell(mut status: &File, byte: u8) {
+    // A supervisor that is gone is the lifeline's business.
+    let _ = status.write_all(&[byte]);
 }
 
 /// Exit as soon as the lifeline reads end of file. `_exit`, not a drain:

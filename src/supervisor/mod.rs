@@ -19,6 +19,10 @@
 //! - SIGHUP: a rolling restart, one worker at a time: its replacement is
 //!   started, and only once it is READY is the old one drained. A
 //!   replacement that fails leaves the old worker serving.
+//! - Recycling ([`recycle`]): a worker that served `--workers-max-requests`
+//!   (plus its jitter), lived `--workers-lifetime`, or was sampled over
+//!   `--workers-max-rss` twice in a row is replaced the same way, one
+//!   worker at a time.
 //! - SIGTTIN / SIGTTOU: one worker more / fewer (at least one).
 //! - The supervisor's death, even by SIGKILL, ends every worker within a
 //!   second (the lifeline, and `PR_SET_PDEATHSIG` on Linux).
@@ -27,6 +31,8 @@ mod arbiter;
 mod backoff;
 pub mod link;
 mod pid_file;
+pub mod recycle;
+mod rss;
 mod title;
 mod wakeup;
 mod worker;
@@ -56,6 +62,7 @@ pub struct Plan {
     pub relaunch: Relaunch,
     /// Worker `n`'s CPUs ([`cpu_shares`]); empty with one worker.
     pub shares: Vec<cpus::Worker>,
+    pub recycle: recycle::Recycle,
 }
 
 impl Plan {
@@ -67,6 +74,7 @@ impl Plan {
             graceful_timeout: options.graceful_timeout,
             relaunch,
             shares: cpu_shares(supervision.workers, options.cores),
+            recycle: supervision.recycle.clone(),
         }
     }
 }
@@ -136,6 +144,11 @@ pub fn run(plan: Plan) -> i32 {
         Some(Ok(file)) => Some(file),
         None => None,
     };
+    if plan.recycle.max_rss.is_some() && !rss::SUPPORTED {
+        tracing::warn!(
+            "--workers-max-rss: resident memory cannot be sampled on this platform; not enforced"
+        );
+    }
     tracing::debug!(
         "supervisor (pid {}) bound {}; starting {} worker(s)",
         std::process::id(),

@@ -1,7 +1,7 @@
 //! One worker process as the supervisor sees it: started, with the listener,
 //! its status pipe and the lifeline (see [`super::link`]), from the same
 //! program and arguments as the supervisor, in its environment and working
-//! directory; its READY and DRAINING bytes; its exit.
+//! directory; its READY, DRAINING and MAX_REQUESTS bytes; its exit.
 //!
 //! Spawned, not forked: the supervisor may be a Python process, and a fork
 //! of one is no fresh interpreter. The descriptors are created close-on-exec
@@ -15,7 +15,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Instant;
 
-use super::link::{self, DRAINING, READY};
+use super::link::{self, DRAINING, MAX_REQUESTS, READY};
 use super::wakeup;
 use super::Relaunch;
 use crate::server::cpus;
@@ -34,15 +34,26 @@ pub struct Worker {
     status: Option<File>,
     pub ready: bool,
     pub drain_begun: bool,
+    /// It said it served its `--workers-max-requests`.
+    pub served_all: bool,
     pub started: Instant,
+    /// When its `--workers-lifetime` is up.
+    pub recycle_at: Option<Instant>,
+    /// Its last resident memory sample (bytes), and how many in a row
+    /// were over `--workers-max-rss`.
+    pub rss: u64,
+    pub rss_strikes: u32,
 }
 
 impl Worker {
-    /// `share`: the core threads and CPUs planned for it (None: it plans them itself).
+    /// `share`: the core threads and CPUs planned for it (None: it plans
+    /// them itself); `max_requests`: what it serves before it asks to be
+    /// recycled.
     pub fn spawn(
         relaunch: &Relaunch,
         number: usize,
         share: Option<&cpus::Worker>,
+        max_requests: Option<u64>,
         inherit: &Inherit<'_>,
     ) -> io::Result<Worker> {
         let (status_read, status_write) = pipe()?;
@@ -62,6 +73,9 @@ impl Worker {
             command
                 .env(link::CORES, share.cores.to_string())
                 .env(link::CPUS, cpus::list::format(&share.cpus));
+        }
+        if let Some(n) = max_requests {
+            command.env(link::REQUESTS, n.to_string());
         }
         let supervisor = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs in the child between fork and exec and
@@ -93,7 +107,11 @@ impl Worker {
             status: Some(File::from(status_read)),
             ready: false,
             drain_begun: false,
+            served_all: false,
             started: Instant::now(),
+            recycle_at: None,
+            rss: 0,
+            rss_strikes: 0,
         })
     }
 
@@ -122,6 +140,7 @@ impl Worker {
                 Ok(n) => {
                     self.ready |= bytes[..n].contains(&READY);
                     self.drain_begun |= bytes[..n].contains(&DRAINING);
+                    self.served_all |= bytes[..n].contains(&MAX_REQUESTS);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,

@@ -1,19 +1,32 @@
-"""The supervisor's tests (test_workers.py): each response names the worker
-process that served it; /slow?s=SECONDS sleeps first, and notes its start in
-$M0_TEST_STARTS (one pid a line) so a test knows which workers hold one."""
+"""The supervisor's tests (test_workers.py, test_recycling.py): each response
+names the worker process that served it; /slow?s=SECONDS sleeps first, and
+notes its start in $M0_TEST_STARTS (one pid a line) so a test knows which
+workers hold one; /grow?mb=N keeps N MiB more for good (a leak), and
+/spike?mb=N&s=SECONDS holds N MiB for that long, then frees it (a burst)."""
 
 import os
 import time
 from urllib.parse import parse_qs
 
+_hoard = []
+
 
 def app(environ, start_response):
-    if environ["PATH_INFO"] == "/slow":
+    query = parse_qs(environ["QUERY_STRING"])
+    path = environ["PATH_INFO"]
+    if path == "/slow":
         starts = os.environ.get("M0_TEST_STARTS")
         if starts:
             with open(starts, "a") as f:
                 f.write(f"{os.getpid()}\n")
-        time.sleep(float(parse_qs(environ["QUERY_STRING"]).get("s", ["1"])[0]))
+        time.sleep(float(query.get("s", ["1"])[0]))
+    elif path == "/grow":
+        # Written, not just reserved, so it is resident.
+        _hoard.append(b"x" * (int(query["mb"][0]) << 20))
+    elif path == "/spike":
+        burst = b"x" * (int(query["mb"][0]) << 20)
+        time.sleep(float(query["s"][0]))
+        del burst
     body = str(os.getpid()).encode()
     start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
     return [body]
