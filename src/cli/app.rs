@@ -150,6 +150,15 @@ pub struct AppSpec {
 pub const BACKPRESSURE_PER_THREAD: usize = 128;
 
 impl AppArgs {
+    /// Where APP is imported from: `--app-dir`, from `--working-dir` (or
+    /// this process's directory) when relative.
+    pub(super) fn dir(&self) -> PathBuf {
+        match &self.working_dir {
+            Some(dir) => dir.join(&self.app_dir),
+            None => self.app_dir.clone(),
+        }
+    }
+
     /// Check and assemble the application flags (None: no `APP` was named).
     pub(super) fn spec(self) -> Result<Option<AppSpec>, CliError> {
         let Some(target) = self.app else {

@@ -58,6 +58,8 @@ struct Args {
     workers: workers::WorkerArgs,
     #[command(flatten)]
     recycle: workers::RecycleArgs,
+    #[command(flatten)]
+    reload: workers::ReloadArgs,
 }
 
 /// A parsed command line: what to serve, and how much to log about it.
@@ -76,6 +78,8 @@ pub struct Supervision {
     pub workers: usize,
     pub pid_file: Option<std::path::PathBuf>,
     pub recycle: crate::supervisor::recycle::Recycle,
+    /// `--reload`: what to watch.
+    pub reload: Option<crate::supervisor::reload::Watch>,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -183,7 +187,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         app,
         workers,
         recycle,
+        reload,
     } = Args::try_parse_from(args).map_err(clap_error)?;
+    let reload = reload.watch(app.dir()).map_err(CliError::Usage)?;
     let backend = server.backend()?;
     let router = routes.router()?;
     let app = app.spec()?;
@@ -216,6 +222,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
             workers: workers.workers,
             pid_file: workers.pid_file,
             recycle: recycle.recycle(),
+            reload,
         },
     })
 }

@@ -81,6 +81,7 @@ fn defaults() {
             workers: 1,
             pid_file: None,
             recycle: Default::default(),
+            reload: None,
         }
     );
     assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
@@ -563,4 +564,29 @@ fn recycling_limits_take_flags() {
     assert!(usage(&["--workers-max-requests=0"]).contains("--workers-max-requests"));
     assert!(usage(&["--workers-lifetime=0"]).contains("--workers-lifetime"));
     assert!(usage(&["--workers-max-rss=0"]).contains("--workers-max-rss"));
+}
+
+#[test]
+fn reload_watches_the_app_dir_or_each_reload_dir() {
+    assert_eq!(ok(&["--reload-dir=/x"]).supervision.reload, None);
+    let watch = ok(&["--reload", "--app-dir=src", "--working-dir=/code"])
+        .supervision
+        .reload
+        .unwrap();
+    assert_eq!(watch.dirs, [PathBuf::from("/code/src")]);
+    assert!(watch.include.is_empty() && watch.exclude.is_empty());
+    let watch = ok(&[
+        "--reload",
+        "--reload-dir=a",
+        "--reload-dir=b",
+        "--reload-include=*.html",
+        "--reload-exclude=test_*.py",
+    ])
+    .supervision
+    .reload
+    .unwrap();
+    assert_eq!(watch.dirs, [PathBuf::from("a"), PathBuf::from("b")]);
+    assert_eq!(watch.include, ["*.html"]);
+    assert_eq!(watch.exclude, ["test_*.py"]);
+    assert!(usage(&["--reload", "--reload-include=a["]).contains("--reload-include"));
 }

@@ -1,13 +1,15 @@
 //! Flags of the supervisor: how many worker processes and its pid file;
-//! when a healthy worker is recycled anyway.
+//! when a healthy worker is recycled anyway; `--reload`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::FalseyValueParser;
 use clap::Args;
 
 use super::values::{at_least_one, parse_seconds, parse_size};
 use crate::supervisor::recycle::Recycle;
+use crate::supervisor::reload::Watch;
 
 #[derive(Args, Debug)]
 pub(super) struct WorkerArgs {
@@ -74,4 +76,52 @@ fn mebibytes(s: &str) -> Result<u64, String> {
         return Err("must be more than 0".into());
     }
     Ok(bytes)
+}
+
+/// Development: roll the workers when the app's files change.
+#[derive(Args, Debug)]
+pub(super) struct ReloadArgs {
+    /// Roll the workers when a watched file changes (development).
+    #[arg(long, env = "M0SERVE_RELOAD", value_parser = FalseyValueParser::new())]
+    reload: bool,
+
+    /// With --reload: a directory to watch instead of the app's (repeatable; the variable holds one).
+    #[arg(long = "reload-dir", env = "M0SERVE_RELOAD_DIR", value_name = "DIR")]
+    reload_dirs: Vec<PathBuf>,
+
+    /// With --reload: watch files matching this glob too, besides *.py (repeatable).
+    #[arg(
+        long = "reload-include",
+        env = "M0SERVE_RELOAD_INCLUDE",
+        value_name = "GLOB"
+    )]
+    reload_include: Vec<String>,
+
+    /// With --reload: ignore files or directories matching this glob (repeatable; wins over includes).
+    #[arg(
+        long = "reload-exclude",
+        env = "M0SERVE_RELOAD_EXCLUDE",
+        value_name = "GLOB"
+    )]
+    reload_exclude: Vec<String>,
+}
+
+impl ReloadArgs {
+    /// What to watch (None: no --reload); `app_dir` when no --reload-dir is given.
+    pub(super) fn watch(self, app_dir: PathBuf) -> Result<Option<Watch>, String> {
+        if !self.reload {
+            return Ok(None);
+        }
+        let dirs = match self.reload_dirs {
+            dirs if dirs.is_empty() => vec![app_dir],
+            dirs => dirs,
+        };
+        let watch = Watch {
+            dirs,
+            include: self.reload_include,
+            exclude: self.reload_exclude,
+        };
+        watch.check()?;
+        Ok(Some(watch))
+    }
 }

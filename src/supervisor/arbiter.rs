@@ -12,12 +12,14 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use libc::c_int;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGTTIN, SIGTTOU};
 
 use super::recycle::{Recycle, Why, RSS_SAMPLE, RSS_STRIKES};
+use super::reload::{Reload, DEBOUNCE};
 use super::wakeup::{self, Wakeup};
 use super::worker::{self, describe, Inherit, Worker};
 use super::{backoff, rss, Plan, Relaunch};
@@ -61,6 +63,10 @@ pub struct Arbiter<'a> {
     rolling: bool,
     recycle: Recycle,
     next_rss: Instant,
+    reload: Option<Reload>,
+    /// A change was seen: the roll is due then (after the debounce).
+    reload_at: Option<Instant>,
+    changed: Vec<PathBuf>,
     booting: bool,
     /// Set when stopping: the moment left-over workers are killed.
     stopping: Option<Instant>,
@@ -69,7 +75,12 @@ pub struct Arbiter<'a> {
 }
 
 impl<'a> Arbiter<'a> {
-    pub fn new(plan: &Plan, listener: &'a Listener, wakeup: Wakeup) -> io::Result<Arbiter<'a>> {
+    pub fn new(
+        plan: &Plan,
+        listener: &'a Listener,
+        wakeup: Wakeup,
+        reload: Option<Reload>,
+    ) -> io::Result<Arbiter<'a>> {
         Ok(Arbiter {
             relaunch: plan.relaunch.clone(),
             shares: plan.shares.clone(),
@@ -82,6 +93,9 @@ impl<'a> Arbiter<'a> {
             rolling: false,
             recycle: plan.recycle.clone(),
             next_rss: Instant::now() + RSS_SAMPLE,
+            reload,
+            reload_at: None,
+            changed: Vec::new(),
             booting: true,
             stopping: None,
             graceful: plan.graceful_timeout,
@@ -106,11 +120,13 @@ impl<'a> Arbiter<'a> {
             for signal in self.wakeup.take() {
                 self.on_signal(signal);
             }
+            self.watch_changes();
             self.read_statuses();
             self.reap();
             self.respawn_due();
             self.sample_rss();
             self.queue_recycles();
+            self.reload_due();
             if let Some(deadline) = self.stopping {
                 if self.live().next().is_none() {
                     return self.status;
@@ -169,10 +185,12 @@ impl<'a> Arbiter<'a> {
             .chain(self.stopping)
             .chain(self.recycles_at())
             .chain(self.recycle.max_rss.map(|_| self.next_rss))
+            .chain(self.reload_at.filter(|_| !self.booting && !self.rolling))
             .min()
             .map_or(IDLE, |at| at.saturating_duration_since(now))
             .min(IDLE);
         let mut fds = vec![self.wakeup.fd()];
+        fds.extend(self.reload.as_ref().map(Reload::fd));
         fds.extend(self.live().filter_map(|w| w.status_fd()));
         poll_readable(&fds, next);
     }
@@ -377,6 +395,52 @@ impl<'a> Arbiter<'a> {
         }
     }
 
+    /// Note what the watch reported; the roll waits for [`DEBOUNCE`] of quiet.
+    fn watch_changes(&mut self) {
+        let Some(reload) = self.reload.as_mut() else {
+            return;
+        };
+        let changed = reload.take();
+        if !changed.is_empty() {
+            self.changed.extend(changed);
+            self.reload_at = Some(Instant::now() + DEBOUNCE);
+        }
+    }
+
+    /// Roll for the changes seen, once they are quiet and no roll is under
+    /// way (one that is already started may not have seen the last edit).
+    fn reload_due(&mut self) {
+        if self.booting
+            || self.rolling
+            || self.stopping.is_some()
+            || self.reload_at.is_none_or(|at| at > Instant::now())
+        {
+            return;
+        }
+        self.reload_at = None;
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort();
+        changed.dedup();
+        let more = match changed.len() {
+            0 | 1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        tracing::info!(
+            "--reload: {}{more} changed: rolling {} worker(s)",
+            changed
+                .first()
+                .map_or("a file".into(), |p| p.display().to_string()),
+            self.slots.len()
+        );
+        // A slot waiting out a failed start's backoff tries the new code now.
+        let now = Instant::now();
+        for slot in self.slots.iter_mut().filter(|s| s.respawn_at.is_some()) {
+            slot.respawn_at = Some(now);
+            slot.failures = 0;
+        }
+        self.roll(Why::Reload);
+    }
+
     /// Queue every slot for a replacement (one already queued keeps its
     /// place): the rolling restart of SIGHUP and of a reload.
     fn roll(&mut self, why: Why) {
@@ -430,8 +494,12 @@ impl<'a> Arbiter<'a> {
     fn replacement_failed(&mut self, index: usize, failed: &str, now: Instant) {
         let slot = &mut self.slots[index];
         match slot.queued.take() {
-            Some(Why::Roll | Why::Reload) | None => {
-                tracing::error!("rolling restart stopped: {failed}");
+            why @ (Some(Why::Roll | Why::Reload) | None) => {
+                let what = match why {
+                    Some(Why::Reload) => "reload",
+                    _ => "rolling restart",
+                };
+                tracing::error!("{what} stopped: {failed}");
                 self.rolling = false;
                 let slots = &mut self.slots;
                 self.queue.retain(|&i| {

@@ -23,6 +23,10 @@
 //!   (plus its jitter), lived `--workers-lifetime`, or was sampled over
 //!   `--workers-max-rss` twice in a row is replaced the same way, one
 //!   worker at a time.
+//! - `--reload` ([`reload`]): a change to a watched file rolls the workers
+//!   as SIGHUP does; an edit that breaks the import leaves the old workers
+//!   serving and the watch running, and the next good edit rolls again. A
+//!   first start that fails still exits (2 for an app that cannot load).
 //! - SIGTTIN / SIGTTOU: one worker more / fewer (at least one).
 //! - The supervisor's death, even by SIGKILL, ends every worker within a
 //!   second (the lifeline, and `PR_SET_PDEATHSIG` on Linux).
@@ -32,9 +36,11 @@ mod backoff;
 pub mod link;
 mod pid_file;
 pub mod recycle;
+pub mod reload;
 mod rss;
 mod title;
 mod wakeup;
+mod watch_filter;
 mod worker;
 
 use std::ffi::OsString;
@@ -63,6 +69,7 @@ pub struct Plan {
     /// Worker `n`'s CPUs ([`cpu_shares`]); empty with one worker.
     pub shares: Vec<cpus::Worker>,
     pub recycle: recycle::Recycle,
+    pub reload: Option<reload::Watch>,
 }
 
 impl Plan {
@@ -75,6 +82,7 @@ impl Plan {
             relaunch,
             shares: cpu_shares(supervision.workers, options.cores),
             recycle: supervision.recycle.clone(),
+            reload: supervision.reload.clone(),
         }
     }
 }
@@ -155,7 +163,12 @@ pub fn run(plan: Plan) -> i32 {
         listener.addr,
         plan.workers
     );
-    let status = match arbiter::Arbiter::new(&plan, &listener, wakeup) {
+    let reload = match plan.reload.as_ref().map(reload::Reload::start) {
+        Some(Err(e)) => return fail(e),
+        Some(Ok(reload)) => Some(reload),
+        None => None,
+    };
+    let status = match arbiter::Arbiter::new(&plan, &listener, wakeup, reload) {
         Ok(arbiter) => arbiter.run(),
         Err(e) => fail(e),
     };

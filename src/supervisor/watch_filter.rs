@@ -22,7 +22,11 @@ pub struct Filter {
 
 impl Filter {
     /// `roots`: the watched directories, as the watcher reports paths under them.
-    pub fn new(roots: Vec<PathBuf>, include: &[String], exclude: &[String]) -> Result<Filter, String> {
+    pub fn new(
+        roots: Vec<PathBuf>,
+        include: &[String],
+        exclude: &[String],
+    ) -> Result<Filter, String> {
         let mut includes = vec![DEFAULT_INCLUDE.to_string()];
         includes.extend(include.iter().cloned());
         Ok(Filter {
@@ -79,7 +83,12 @@ mod tests {
 
     fn filter(root: &Path, include: &[&str], exclude: &[&str]) -> Filter {
         let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        Filter::new(vec![root.to_path_buf()], &strings(include), &strings(exclude)).unwrap()
+        Filter::new(
+            vec![root.to_path_buf()],
+            &strings(include),
+            &strings(exclude),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -102,7 +111,11 @@ mod tests {
     #[test]
     fn includes_add_to_python_files_and_excludes_win() {
         let root = Path::new("/srv/app");
-        let f = filter(root, &["*.html", "conf/*.toml"], &["test_*.py", "node_modules"]);
+        let f = filter(
+            root,
+            &["*.html", "conf/*.toml"],
+            &["test_*.py", "node_modules"],
+        );
         assert!(f.matches(&root.join("templates/index.html")));
         assert!(f.matches(&root.join("conf/app.toml")));
         assert!(f.matches(&root.join("app.py")));
