@@ -11,7 +11,12 @@ pub fn conn_split(data: &[u8]) {
     let split = Split::new(data);
     let [whole, pieces, bytes] = split.feeds();
     let expected = Session::run(&whole);
-    assert_eq!(Session::run(&pieces), expected, "split at {:?}", lengths(&pieces));
+    assert_eq!(
+        Session::run(&pieces),
+        expected,
+        "split at {:?}",
+        lengths(&pieces)
+    );
     assert_eq!(Session::run(&bytes), expected, "fed byte by byte");
 }
 

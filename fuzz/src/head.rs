@@ -35,9 +35,16 @@ fn check(head: &RequestHead, data: &[u8]) {
         line = rest;
     }
     let start = format!("{} {} HTTP/1.", head.method, head.target);
-    assert!(line.starts_with(start.as_bytes()), "request line vs {start:?}");
+    assert!(
+        line.starts_with(start.as_bytes()),
+        "request line vs {start:?}"
+    );
     let minor = line[start.len()];
-    assert_eq!(head.version == Version::Http10, minor == b'0', "minor version {minor}");
+    assert_eq!(
+        head.version == Version::Http10,
+        minor == b'0',
+        "minor version {minor}"
+    );
 
     for (name, value) in &head.headers {
         assert!(is_token(name.as_bytes()), "header name {name:?}");
@@ -65,7 +72,10 @@ fn check(head: &RequestHead, data: &[u8]) {
     match head.body {
         BodyKind::Empty => {
             assert!(codings.is_empty(), "Transfer-Encoding with no body");
-            assert!(lengths.iter().all(|v| *v == b"0"), "Content-Length {lengths:?} with no body");
+            assert!(
+                lengths.iter().all(|v| *v == b"0"),
+                "Content-Length {lengths:?} with no body"
+            );
         }
         BodyKind::Length(n) => {
             assert!(codings.is_empty(), "Transfer-Encoding with a length");
@@ -74,20 +84,31 @@ fn check(head: &RequestHead, data: &[u8]) {
                 v.iter().all(u8::is_ascii_digit)
                     && std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) == Some(n)
             };
-            assert!(lengths.iter().all(reads_as_n), "Content-Length {lengths:?} read as {n}");
+            assert!(
+                lengths.iter().all(reads_as_n),
+                "Content-Length {lengths:?} read as {n}"
+            );
         }
         BodyKind::Chunked => {
             assert!(lengths.is_empty(), "Content-Length with chunked");
             assert_eq!(head.version, Version::Http11, "chunked in HTTP/1.0");
             let last = codings.last().expect("chunked without Transfer-Encoding");
             assert!(
-                last.to_ascii_lowercase().trim_ascii_end().ends_with(b"chunked"),
+                last.to_ascii_lowercase()
+                    .trim_ascii_end()
+                    .ends_with(b"chunked"),
                 "Transfer-Encoding {codings:?}"
             );
         }
     }
-    let connection: Vec<u8> = values("connection").concat().to_ascii_lowercase();
-    let says = |token: &[u8]| connection.windows(token.len()).any(|w| w == token);
+    // The Connection options: a comma-separated list of tokens (RFC 9110 §7.6.1).
+    let options = values("connection");
+    let says = |token: &[u8]| {
+        options
+            .iter()
+            .flat_map(|v| v.split(|&b| b == b','))
+            .any(|item| trim_ows(item).eq_ignore_ascii_case(token))
+    };
     if head.keep_alive {
         assert!(!says(b"close"), "keep-alive despite Connection: close");
         assert!(
@@ -98,7 +119,9 @@ fn check(head: &RequestHead, data: &[u8]) {
     if head.expect_continue {
         assert_eq!(head.version, Version::Http11, "100-continue for HTTP/1.0");
         assert!(
-            values("expect").iter().any(|v| v.eq_ignore_ascii_case(b"100-continue")),
+            values("expect")
+                .iter()
+                .any(|v| v.eq_ignore_ascii_case(b"100-continue")),
             "expect_continue without Expect: 100-continue"
         );
     }
@@ -106,5 +129,18 @@ fn check(head: &RequestHead, data: &[u8]) {
 
 /// `token` (RFC 9110 §5.6.2): one or more tchar.
 pub(crate) fn is_token(s: &[u8]) -> bool {
-    !s.is_empty() && s.iter().all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty()
+        && s.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Without the optional whitespace (SP, HTAB) around it.
+pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
 }

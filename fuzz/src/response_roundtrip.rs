@@ -2,7 +2,7 @@ use m0serve::http::chunked::{ChunkedDecoder, Decoded};
 use m0serve::http::response::reason_phrase;
 use m0serve::http::{Event, Framing, ServerConn};
 
-use crate::head::is_token;
+use crate::head::{is_token, trim_ows};
 use crate::session::LIMITS;
 
 /// The requests a response can answer: the version, HEAD, and what the
@@ -63,7 +63,11 @@ pub fn response_roundtrip(data: &[u8]) {
         other => panic!("{other:?} for {:?}", String::from_utf8_lossy(&out)),
     };
     assert_eq!(n, head_len, "the head's end");
-    let code = if (100..=999).contains(&status) { status } else { 500 };
+    let code = if (100..=999).contains(&status) {
+        status
+    } else {
+        500
+    };
     assert_eq!(resp.code, Some(code));
     assert_eq!(resp.reason, Some(reason_phrase(code)));
 
@@ -85,13 +89,28 @@ pub fn response_roundtrip(data: &[u8]) {
         assert_eq!(trim_ows(value), trim_ows(got_value), "{name}'s value");
     }
     let added = &resp.headers[kept.len().min(resp.headers.len())..];
-    assert_eq!(resp.headers.len(), kept.len() + added.len(), "app headers kept");
-    let value = |name: &str| added.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value);
+    assert_eq!(
+        resp.headers.len(),
+        kept.len() + added.len(),
+        "app headers kept"
+    );
+    let value = |name: &str| {
+        added
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    };
     for h in added {
         assert!(
-            ["content-length", "transfer-encoding", "connection", "date", "server"]
-                .iter()
-                .any(|n| h.name.eq_ignore_ascii_case(n)),
+            [
+                "content-length",
+                "transfer-encoding",
+                "connection",
+                "date",
+                "server"
+            ]
+            .iter()
+            .any(|n| h.name.eq_ignore_ascii_case(n)),
             "added {}",
             h.name
         );
@@ -119,7 +138,10 @@ pub fn response_roundtrip(data: &[u8]) {
         let mut decoder = ChunkedDecoder::new(u64::MAX, usize::MAX);
         let (mut read, mut pos) = (Vec::new(), 0);
         loop {
-            match decoder.decode(&wire[pos..]).expect("the chunked body decodes") {
+            match decoder
+                .decode(&wire[pos..])
+                .expect("the chunked body decodes")
+            {
                 (k, Decoded::Data(run)) => {
                     read.extend_from_slice(run);
                     pos += k;
@@ -150,7 +172,11 @@ pub fn response_roundtrip(data: &[u8]) {
         assert!(conn.is_upgraded(), "a 101 upgrades");
     } else {
         let says_close = value("connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close"));
-        assert_eq!(conn.must_close(), says_close || closes, "must_close vs Connection");
+        assert_eq!(
+            conn.must_close(),
+            says_close || closes,
+            "must_close vs Connection"
+        );
     }
 }
 
@@ -178,14 +204,4 @@ fn strict_length(v: &[u8]) -> Option<u64> {
         return None;
     }
     std::str::from_utf8(v).ok()?.parse().ok()
-}
-
-fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }

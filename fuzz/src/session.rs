@@ -99,7 +99,10 @@ impl Session {
         while let Some(event) = self.conn.next_event() {
             match event {
                 Event::Head(head) => {
-                    assert!(self.pending.is_none(), "a head before the last request ended");
+                    assert!(
+                        self.pending.is_none(),
+                        "a head before the last request ended"
+                    );
                     self.steps.push(Step::Head(format!("{head:?}")));
                     // A response before the body is read: the rest of it is dropped.
                     if head.target.contains("early") {
@@ -116,7 +119,11 @@ impl Session {
                 Event::End => {
                     let head = self.pending.take().expect("End without a head");
                     if let BodyKind::Length(n) = head.body {
-                        assert_eq!(self.body.len() as u64, n, "a body not of its Content-Length");
+                        assert_eq!(
+                            self.body.len() as u64,
+                            n,
+                            "a body not of its Content-Length"
+                        );
                     }
                     let body = std::mem::take(&mut self.body);
                     self.steps.push(Step::Body(body));
@@ -186,7 +193,10 @@ fn without_date(out: &[u8]) -> Vec<u8> {
     while let Some(at) = rest.windows(DATE.len()).position(|w| w == DATE) {
         kept.extend_from_slice(&rest[..at]);
         let line = &rest[at + 2..];
-        let end = line.windows(2).position(|w| w == b"\r\n").unwrap_or(line.len());
+        let end = line
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(line.len());
         rest = &line[end..];
     }
     kept.extend_from_slice(rest);

@@ -82,7 +82,8 @@ fn roundtrip(mut input: &[u8]) {
     while let [op, len, ref rest @ ..] = *input {
         let (payload, rest) = rest.split_at(usize::from(len).min(rest.len()));
         input = rest;
-        let opcode = [OpCode::Text, OpCode::Binary, OpCode::Ping, OpCode::Pong][usize::from(op & 3)];
+        let opcode =
+            [OpCode::Text, OpCode::Binary, OpCode::Ping, OpCode::Pong][usize::from(op & 3)];
 
         let mut server = Vec::new();
         write_frame(&mut server, opcode, payload);

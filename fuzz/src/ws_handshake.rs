@@ -37,7 +37,10 @@ pub fn ws_handshake(data: &[u8]) {
     };
     assert_eq!(head.method, "GET");
     assert_eq!(head.version, Version::Http11);
-    assert_eq!(values(&head, "sec-websocket-version").first(), Some(&&b"13"[..]));
+    assert_eq!(
+        values(&head, "sec-websocket-version").first(),
+        Some(&&b"13"[..])
+    );
     let keys = values(&head, "sec-websocket-key");
     let [key] = keys[..] else {
         panic!("accepted with keys {keys:?}");
@@ -71,7 +74,11 @@ pub fn ws_handshake(data: &[u8]) {
         assert_eq!(field("sec-websocket-protocol"), chosen.map(str::as_bytes));
         assert!(conn.is_upgraded(), "not upgraded after the 101");
         let head_end = head_end(data);
-        assert_eq!(conn.take_buffered(), &data[head_end..], "the bytes after the head");
+        assert_eq!(
+            conn.take_buffered(),
+            &data[head_end..],
+            "the bytes after the head"
+        );
     }
 }
 
@@ -90,5 +97,10 @@ fn head_end(data: &[u8]) -> usize {
     while data[start..].starts_with(b"\r\n") {
         start += 2;
     }
-    start + data[start..].windows(4).position(|w| w == b"\r\n\r\n").expect("a whole head") + 4
+    start
+        + data[start..]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a whole head")
+        + 4
 }

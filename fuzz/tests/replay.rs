@@ -39,5 +39,8 @@ fn corpus_and_regressions_pass() {
     println!("{replayed} inputs replayed");
     assert!(failed.is_empty(), "failed (panics above): {failed:#?}");
     // Each target has seeds: an empty or misnamed corpus must not pass silently.
-    assert!(replayed >= m0serve_fuzz::TARGETS.len() * 3, "only {replayed} inputs replayed");
+    assert!(
+        replayed >= m0serve_fuzz::TARGETS.len() * 3,
+        "only {replayed} inputs replayed"
+    );
 }
