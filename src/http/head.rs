@@ -169,9 +169,9 @@ fn minor_version_at(head: &[u8]) -> Result<usize, HttpError> {
     let line = &head[..line_end];
     let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
     match version {
-        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if minor.is_ascii_digit() => {
-            Ok(line_end - 1)
-        }
+        // Not 0 or 1: httparse refused those for something else, and the
+        // rewritten copy would be refused the same way, forever (a stack overflow).
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9'] => Ok(line_end - 1),
         [b'H', b'T', b'T', b'P', b'/', major, ..] if major.is_ascii_digit() && *major != b'1' => {
             Err(HttpError::VersionNotSupported)
         }
@@ -433,6 +433,14 @@ mod tests {
         let h = parse_str("GET / HTTP/1.2\r\nHost: h\r\n\r\n").unwrap();
         assert_eq!(h.version, Version::Http11);
         assert!(h.keep_alive);
+    }
+
+    #[test]
+    fn a_bad_request_line_ending_in_a_known_version_is_400() {
+        // httparse reports these as version errors (the second space comes early).
+        assert_eq!(status("GET /a / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status("GET /a / HTTP/1.0\r\n\r\n"), 400);
+        assert_eq!(status("GET /a / HTTP/1.2\r\nHost: h\r\n\r\n"), 400);
     }
 
     #[test]
