@@ -24,8 +24,11 @@ pub use response_roundtrip::response_roundtrip;
 pub use ws_frames::ws_frames;
 pub use ws_handshake::ws_handshake;
 
+/// A target's property check: panics when the property fails for the input.
+pub type Check = fn(&[u8]);
+
 /// Every target by name, as the corpus and regression folders are named.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Check)] = &[
     ("head", head),
     ("chunked", chunked),
     ("conn_split", conn_split),

@@ -193,9 +193,10 @@ impl<'a> Input<'a> {
     }
 }
 
-/// What may go on the wire: a token name, no CR, LF or NUL in the value.
+/// What may go on the wire (RFC 9110 §5.5): a token name, no control
+/// character but HTAB in the value.
 fn safe(name: &str, value: &[u8]) -> bool {
-    is_token(name.as_bytes()) && !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+    is_token(name.as_bytes()) && !value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7F)
 }
 
 /// Digits only, fitting in 64 bits (what a valid Content-Length is).
