@@ -50,7 +50,8 @@ for t in "${targets[@]}"; do
             name=${kind%es}
             name=${name%s}-$(sha1sum "$f" | cut -c1-16)
             cp "$f" "regressions/$t/$name"
-            echo "fuzz $t: $name: fuzz/regressions/$t/$name"
+            # In hex too: on CI the file is lost with the clone, the log is not.
+            echo "fuzz $t: $name: fuzz/regressions/$t/$name: $(head -c 4096 "$f" | od -An -v -tx1 | tr -d ' \n')"
             found=$((found + 1))
         done
     done
