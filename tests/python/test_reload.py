@@ -31,6 +31,14 @@ def served_within(server, body: str, timeout: float) -> float:
     raise AssertionError(f"{body!r} not served within {timeout}s\n{server.output}")
 
 
+def rolls_done(server, n: int, timeout: float) -> None:
+    """Wait until `n` rolls have finished (wait_for would find the first again)."""
+    deadline = time.monotonic() + timeout
+    while server.output.count("rolling restart done") < n:
+        assert time.monotonic() < deadline, f"not {n} rolls done within {timeout}s\n{server.output}"
+        time.sleep(0.05)
+
+
 def test_reload_serves_an_edit_survives_a_broken_one_and_serves_the_fix(tmp_path: Path):
     app = tmp_path / "edited.py"
     write_app(app, "v1")
@@ -52,7 +60,7 @@ def test_reload_serves_an_edit_survives_a_broken_one_and_serves_the_fix(tmp_path
 
         write_app(app, "v2")
         took = served_within(server, "v2", 2.0)
-        server.wait_for("rolling restart done", 10)
+        rolls_done(server, 1, 10)
 
         app.write_text("def app(environ, start_response:\n")  # a syntax error
         server.wait_for(r"reload stopped: the new worker \d+ \(pid \d+\) failed before it was ready", 10)
@@ -62,7 +70,7 @@ def test_reload_serves_an_edit_survives_a_broken_one_and_serves_the_fix(tmp_path
 
         write_app(app, "v3")
         served_within(server, "v3", 5.0)
-        server.wait_for("rolling restart done", 10)
+        rolls_done(server, 2, 10)
         after = {get(server.address, "/")[1] for _ in range(10)}
     finally:
         stop_cleanly(server)
