@@ -48,15 +48,18 @@ def test_max_requests_recycles_a_worker_after_its_nth_request_losing_none():
     assert len(results) > 10
 
 
-def one_connection_per_worker(server, workers: int) -> Dict[int, http.client.HTTPConnection]:
-    """Keep-alive connections until each worker holds one (bounded)."""
+def one_connection_per_worker(server, workers: int):
+    """Keep-alive connections until each worker holds one (bounded); with
+    the requests each worker served meanwhile."""
     held: Dict[int, http.client.HTTPConnection] = {}
+    served: Dict[int, int] = {}
     spare = []
     for _ in range(64):
         conn = http.client.HTTPConnection(*server.address, timeout=5)
         conn.request("GET", "/")
         response = conn.getresponse()
         pid = int(response.read())
+        served[pid] = served.get(pid, 0) + 1
         if pid in held:
             spare.append(conn)
         else:
@@ -66,7 +69,7 @@ def one_connection_per_worker(server, workers: int) -> Dict[int, http.client.HTT
     for conn in spare:
         conn.close()
     assert len(held) == workers, f"only {list(held)} answered\n{server.output}"
-    return held
+    return held, served
 
 
 def test_two_workers_at_their_limit_together_are_recycled_one_after_the_other():
@@ -74,11 +77,13 @@ def test_two_workers_at_their_limit_together_are_recycled_one_after_the_other():
     server = started("portable", "workers_app:app", 2, f"--workers-max-requests={limit}")
     try:
         old = ready_pids(server)
-        conns = one_connection_per_worker(server, 2)
-        # Each worker served one request so far: both reach the limit within
-        # a few milliseconds of each other, while neither replacement is up.
-        for _ in range(limit - 2):
-            for conn in conns.values():
+        conns, served = one_connection_per_worker(server, 2)
+        assert all(n < limit - 1 for n in served.values()), served
+        # Up to one request short of the limit on each, then the last one on
+        # both together: they reach it within a few milliseconds of each
+        # other, while neither replacement is up.
+        for pid, conn in conns.items():
+            for _ in range(limit - 1 - served[pid]):
                 conn.request("GET", "/")
                 conn.getresponse().read()
         for conn in conns.values():
@@ -133,10 +138,11 @@ def test_max_rss_recycles_a_leaking_worker_and_not_a_burst():
     server = started("portable", "workers_app:app", 1, "--workers-max-rss=200", "--blocking-threads=2")
     try:
         (first,) = ready_pids(server)
-        # Bursts over the limit shorter than the sampling interval: at most
-        # one sample over in a row, never two.
-        for _ in range(3):
-            assert get(server.address, "/spike?mb=300&s=0.9") == (200, str(first))
+        # Bursts over the limit (300 MiB written, held 0.5 s) shorter than the
+        # sampling interval, each followed by a longer gap: at most one sample
+        # over in a row, never two (a one-sample rule recycles on one of them).
+        for _ in range(4):
+            assert get(server.address, "/spike?mb=300&s=0.5") == (200, str(first))
             time.sleep(1.3)
         assert "recycling it" not in server.output, server.output
         assert get(server.address, "/grow?mb=300") == (200, str(first))
