@@ -168,6 +168,10 @@ pub struct CoreContext {
     pub control: Arc<Control>,
     /// How many admissions a door takes per pass (`M0_ACCEPT_BATCH`).
     pub batch: accept::Batch,
+    /// Other processes accept from the same listener: io_uring arms one
+    /// accept at a time so the kernel rotates connections among them
+    /// ([`accept::rotate`]).
+    pub rotate_accepts: bool,
 }
 
 impl CoreContext {

@@ -10,7 +10,10 @@
 //! Every core arms a multishot accept on the one shared listener, and the
 //! kernel completes each accept on the ring whose accept was armed first:
 //! accept sharing is what spreads connections (that core hands them to idle
-//! siblings). The cost, left as it is: while that core is stuck in a long pass
+//! siblings). Where worker processes share the listener, no board spans them:
+//! each core arms a single-shot accept instead, re-armed after each
+//! completion, which the kernel queues behind the other rings' and so rotates
+//! connections among the workers ([`CoreContext::rotate_accepts`]). The cost, left as it is: while that core is stuck in a long pass
 //! (a view in the loop-only shape), what the kernel accepted on its ring waits
 //! for it. The portable backend wakes every core's registration instead, and
 //! whichever accepts first serves.
@@ -398,7 +401,16 @@ impl<S: Service> Core<S> {
     /// would hold whatever the knob said. The other completions reaped here
     /// wait for the next pass, so the batch still runs after the events this
     /// pass already saw.
+    ///
+    /// A single-shot accept ([`CoreContext::rotate_accepts`]) ended with the
+    /// completion that filled the queue: it is armed again here, and one that
+    /// finds the backlog non-empty completes inside the submit.
     fn refill(&mut self, now: Instant) {
+        if self.ctx.rotate_accepts && self.ring.accept_state() == AcceptState::Idle {
+            if !self.wants_accept(now) || self.arm_accept().is_err() {
+                return;
+            }
+        }
         if self.ring.accept_state() != AcceptState::Armed || self.ring.submit().is_err() {
             return;
         }
@@ -416,21 +428,37 @@ impl<S: Service> Core<S> {
     /// Keep the multishot accept armed while connections can be taken, and
     /// cancelled (connections wait in the kernel backlog) while they cannot.
     fn steer_accept(&mut self, now: Instant) -> io::Result<()> {
-        if self.accept_paused_until.is_some_and(|t| now >= t) {
-            self.accept_paused_until = None;
-        }
-        let want = !self.listen_door.blocked()
-            && self.accept_paused_until.is_none()
-            && self.pending.len() < PENDING_CAP;
-        match (want, self.ring.accept_state()) {
-            // Also the re-arm after a completion without F_MORE.
+        match (self.wants_accept(now), self.ring.accept_state()) {
+            // Also the re-arm after a completion without F_MORE (every
+            // completion of a single-shot accept).
             (true, AcceptState::Idle) => {
-                self.ring.arm_accept(self.ctx.listener.as_fd())?;
+                self.arm_accept()?;
             }
             (false, AcceptState::Armed) => self.ring.cancel_accept()?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether an accept should be armed: the door is not blocked at the
+    /// connection limit, no accept error is being waited out, and the pending
+    /// queue has room.
+    fn wants_accept(&mut self, now: Instant) -> bool {
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+        }
+        !self.listen_door.blocked()
+            && self.accept_paused_until.is_none()
+            && self.pending.len() < PENDING_CAP
+    }
+
+    fn arm_accept(&mut self) -> io::Result<bool> {
+        let listener = self.ctx.listener.as_fd();
+        if self.ctx.rotate_accepts {
+            self.ring.arm_accept_once(listener)
+        } else {
+            self.ring.arm_accept(listener)
+        }
     }
 
     /// Arm the ring's timer for the earliest thing this core waits on.

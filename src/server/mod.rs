@@ -232,6 +232,7 @@ fn serve(
     let mut signals = Signals::new([SIGTERM, SIGINT])?;
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::new(n);
+    let rotate_accepts = backend::accept::rotate(listener.shared);
     tracing::info!("listening on {} ({kind} backend, {n} cores)", listener.addr);
 
     let mut threads = Vec::with_capacity(n);
@@ -242,6 +243,7 @@ fn serve(
             board: board.clone(),
             control: control.clone(),
             batch,
+            rotate_accepts,
         };
         let spawned = spawn_core(
             ctx,
