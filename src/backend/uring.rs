@@ -709,9 +709,54 @@ mod tests {
 
     testing::conformance!(super::run::<EchoService>);
 
+    /// The same rules with single-shot accepts, as a worker of several runs
+    /// ([`crate::backend::CoreContext::rotate_accepts`]): a batch still drains
+    /// past one completion, and the limit still holds the rest in the backlog.
+    /// Not the hand-off body: it relies on the multishot sending every accept
+    /// to one core, where single-shots give a core busy in a view the one
+    /// connection its armed accept takes.
+    mod rotating {
+        use crate::backend::testing::{self, EchoService};
+        use crate::backend::CoreContext;
+
+        fn run(mut ctx: CoreContext, service: EchoService) -> std::io::Result<()> {
+            ctx.rotate_accepts = true;
+            super::super::run(ctx, service)
+        }
+
+        macro_rules! bodies {
+            ($($name:ident),* $(,)?) => {$(
+                #[test]
+                fn $name() {
+                    testing::$name(run)
+                }
+            )*};
+        }
+
+        bodies!(
+            a_panicking_session_closes_only_its_connection,
+            echo_on_many_connections,
+            large_write_is_echoed_intact,
+            file_output_is_sent_whole,
+            accept_batch_serves_held_first_and_all_of_a_burst,
+            deadline_fires,
+            max_connections_holds_the_rest_in_the_backlog,
+            graceful_shutdown_closes_idle_and_finishes_busy,
+            shutdown_deadline_closes_busy_connections,
+            notified_sessions_answer_and_resume_reading,
+            a_session_not_reading_is_closed_when_its_peer_resets,
+            a_notification_for_a_closed_session_is_ignored,
+        );
+    }
+
     fn spawn(batch: usize) -> testing::Harness {
+        spawn_as(batch, false)
+    }
+
+    fn spawn_as(batch: usize, rotate_accepts: bool) -> testing::Harness {
         Setup {
             batch: Batch::new(batch),
+            rotate_accepts,
             ..Setup::default()
         }
         .spawn(super::run::<EchoService>)
@@ -725,7 +770,18 @@ mod tests {
 
     #[test]
     fn owed_batches_admit_silent_connections_without_any_completion() {
-        let h = spawn(2);
+        owed_batches_admit_silent_connections(false);
+    }
+
+    /// With single-shot accepts the ten wait in the backlog, not as
+    /// completions: the batch's refill takes them, and what it leaves is owed.
+    #[test]
+    fn owed_batches_admit_silent_connections_with_single_shot_accepts() {
+        owed_batches_admit_silent_connections(true);
+    }
+
+    fn owed_batches_admit_silent_connections(rotate_accepts: bool) {
+        let h = spawn_as(2, rotate_accepts);
         let mut blocker = h.connect();
         echo(&mut blocker, "warm\n");
         // Ten silent connections queue while the core sleeps in a view: one
