@@ -64,6 +64,8 @@ const WRITE_BUF: usize = 16 * 1024;
 /// Accepted connections waiting for admission beyond this stop the multishot:
 /// the rest wait in the kernel's backlog rather than in our memory.
 const PENDING_CAP: usize = 1024;
+/// How soon a core held back by a sibling worker's fewer connections looks again.
+const RETRY_HELD_BACK: std::time::Duration = std::time::Duration::from_millis(1);
 /// Freed buffers kept for the next connections.
 const SPARE_BUFS: usize = 64;
 
@@ -441,11 +443,15 @@ impl<S: Service> Core<S> {
     }
 
     /// Whether an accept should be armed: the door is not blocked at the
-    /// connection limit, no accept error is being waited out, and the pending
-    /// queue has room.
+    /// connection limit, no accept error is being waited out, no sibling
+    /// worker holds fewer connections (looked at again after
+    /// [`RETRY_HELD_BACK`], see [`super::tally`]), and the pending queue has room.
     fn wants_accept(&mut self, now: Instant) -> bool {
         if self.accept_paused_until.is_some_and(|t| now >= t) {
             self.accept_paused_until = None;
+        }
+        if self.accept_paused_until.is_none() && !self.ctx.control.may_accept() {
+            self.accept_paused_until = Some(now + RETRY_HELD_BACK);
         }
         !self.listen_door.blocked()
             && self.accept_paused_until.is_none()

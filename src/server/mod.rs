@@ -79,6 +79,9 @@ pub struct Options {
     /// A listener already bound, used instead of binding `listen`: a worker's,
     /// inherited from its supervisor (see [`listener::adopt`]).
     pub inherited: Option<std::os::fd::OwnedFd>,
+    /// The connections each worker holds, shared by a supervisor with its
+    /// workers ([`crate::backend::tally`]).
+    pub tally: Option<crate::backend::tally::Tally>,
     /// Told when the server is ready (cores up) and when its drain begins:
     /// how a worker keeps its supervisor informed.
     pub phase_hook: Option<PhaseHook>,
@@ -114,7 +117,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         None => listener::bind(&options.listen)?,
     };
     let hook = options.phase_hook.take();
-    let control = Arc::new(Control::new(options.max_connections));
+    let control = Arc::new(Control::new(options.max_connections).with_tally(options.tally.take()));
     let graceful = options.graceful_timeout;
 
     let server = Arc::new(match &listener.addr {
@@ -263,6 +266,7 @@ fn serve(
     }
 
     if !failed.load(Ordering::SeqCst) {
+        control.join_tally();
         tell(Phase::Ready);
         // Ends with a signal, or with None when a failing core closed the iterator.
         if let Some(signal) = signals.forever().next() {

@@ -15,6 +15,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM, SIGTTIN, SIGTTOU};
 use super::wakeup::{self, Wakeup};
 use super::worker::{self, describe, Inherit, Worker};
 use super::{backoff, Plan, Relaunch};
+use crate::backend::tally::{self, Tally};
 use crate::server::listener::Listener;
 
 /// How long shutdown waits for every worker to say its drain began before
@@ -41,6 +42,9 @@ pub struct Arbiter<'a> {
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
     lifeline: (OwnedFd, OwnedFd),
+    /// The workers' connection tally: its descriptor for them to inherit,
+    /// and the supervisor's own map of it, to free a dead worker's slot.
+    tally: Option<(OwnedFd, Tally)>,
     wakeup: Wakeup,
     slots: Vec<Slot>,
     retired: Vec<Worker>,
@@ -60,6 +64,7 @@ impl<'a> Arbiter<'a> {
             shares: plan.shares.clone(),
             listener,
             lifeline: worker::pipe()?,
+            tally: share_tally(),
             wakeup,
             slots: (0..plan.workers).map(|_| Slot::default()).collect(),
             retired: Vec::new(),
@@ -114,6 +119,7 @@ impl<'a> Arbiter<'a> {
         let inherit = Inherit {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
+            tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
@@ -204,6 +210,14 @@ impl<'a> Arbiter<'a> {
         }
     }
 
+    /// A worker exited: its slot in the tally, if it still held one (it
+    /// died without draining), is freed, so that it holds nobody back.
+    fn forget(&self, w: &Worker) {
+        if let Some((_, tally)) = &self.tally {
+            tally.forget(w.pid());
+        }
+    }
+
     fn reap(&mut self) {
         let now = Instant::now();
         for index in 0..self.slots.len() {
@@ -213,6 +227,7 @@ impl<'a> Arbiter<'a> {
                 .and_then(Worker::try_exit)
             {
                 let w = self.slots[index].replacement.take().expect("exited");
+                self.forget(&w);
                 if self.stopping.is_none() {
                     tracing::error!(
                         "rolling restart stopped: the new worker {} (pid {}) failed before it was ready ({}); the old one keeps serving",
@@ -225,6 +240,7 @@ impl<'a> Arbiter<'a> {
             }
             if let Some(status) = self.slots[index].worker.as_mut().and_then(Worker::try_exit) {
                 let w = self.slots[index].worker.take().expect("exited");
+                self.forget(&w);
                 self.on_exit(index, w, status, now);
             }
         }
@@ -232,6 +248,7 @@ impl<'a> Arbiter<'a> {
         while i < self.retired.len() {
             if let Some(status) = self.retired[i].try_exit() {
                 let w = self.retired.swap_remove(i);
+                self.forget(&w);
                 tracing::info!(
                     "worker {} (pid {}) drained: {}",
                     w.number,
@@ -419,4 +436,19 @@ fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as c_int;
     // SAFETY: `polled` is a valid array of `polled.len()` pollfds for the call.
     unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
+}
+
+/// The tally every worker maps (unless `M0_ACCEPT_BALANCE=0`); none, with
+/// a warning, where it cannot be made: the workers then accept unbalanced.
+fn share_tally() -> Option<(OwnedFd, Tally)> {
+    if !tally::enabled() {
+        return None;
+    }
+    match tally::create().and_then(|fd| Tally::map(&fd).map(|t| (fd, t))) {
+        Ok(shared) => Some(shared),
+        Err(e) => {
+            tracing::warn!("no connection tally for the workers: {e}");
+            None
+        }
+    }
 }
