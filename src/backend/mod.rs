@@ -235,12 +235,15 @@ impl Control {
         }
     }
 
-    /// Whether to accept now: no sibling worker holds fewer connections than
-    /// this process by more than [`tally::SLACK`]. Not accepting leaves the
-    /// connection in the shared listener's queue for the sibling; a door so
-    /// held back is retried as at the connection limit.
+    /// Whether to accept now: below the connection limit, and no sibling
+    /// worker holds fewer connections than this process by more than
+    /// [`tally::SLACK`]. Not accepting leaves the connection in the shared
+    /// listener's queue for a sibling (an io_uring accept armed at the limit
+    /// would take one and hold it unserved); a door so held back is retried
+    /// as at the connection limit.
     pub fn may_accept(&self) -> bool {
-        self.tally.as_ref().map_or(true, tally::Tally::may_accept)
+        self.connections.load(Ordering::Acquire) < self.max_connections
+            && self.tally.as_ref().map_or(true, tally::Tally::may_accept)
     }
     /// Begin graceful shutdown; connections still open at `deadline` are closed.
     pub fn shut_down(&self, deadline: Instant) {
@@ -268,6 +271,12 @@ impl Control {
             self.tallied(true);
         }
         reserved
+    }
+    /// Reserve a slot even past the limit: for a connection already
+    /// accepted that the drain serves rather than resets.
+    pub fn reserve_anyway(&self) {
+        self.connections.fetch_add(1, Ordering::AcqRel);
+        self.tallied(true);
     }
     pub fn release(&self) {
         self.connections.fetch_sub(1, Ordering::AcqRel);

@@ -205,12 +205,12 @@ impl<S: Service> Core<S> {
     fn on_completion(&mut self, c: Completion, now: Instant) {
         match c {
             Completion::Accepted { result, .. } => match result {
-                // Accepts that land after shutdown began are closed with the pending queue.
                 Ok(fd) if !self.draining => {
                     self.pending.push_back(fd);
                     self.listen_door.announce();
                 }
-                Ok(_) => {}
+                // Accepted before the cancel took effect: served like the pending queue.
+                Ok(fd) => self.admit_anyway(fd, now),
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
                 // The listener was shut at the drain's start.
                 Err(_) if self.ctx.control.shutting_down() => {}
@@ -443,8 +443,8 @@ impl<S: Service> Core<S> {
     }
 
     /// Whether an accept should be armed: the door is not blocked at the
-    /// connection limit, no accept error is being waited out, no sibling
-    /// worker holds fewer connections (looked at again after
+    /// connection limit, no accept error is being waited out, a slot is free
+    /// and no sibling worker holds fewer connections (looked at again after
     /// [`RETRY_HELD_BACK`], see [`super::tally`]), and the pending queue has room.
     fn wants_accept(&mut self, now: Instant) -> bool {
         if self.accept_paused_until.is_some_and(|t| now >= t) {
@@ -483,6 +483,12 @@ impl<S: Service> Core<S> {
         }
     }
 
+    /// Serve `fd`, accepted after the drain began, without a reserved slot.
+    fn admit_anyway(&mut self, fd: OwnedFd, now: Instant) {
+        self.ctx.control.reserve_anyway();
+        self.admit(fd, false, now);
+    }
+
     /// Serve `fd` on this core: open its session and read eagerly.
     fn admit(&mut self, fd: OwnedFd, handed: bool, now: Instant) {
         let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
@@ -490,12 +496,9 @@ impl<S: Service> Core<S> {
         };
         let rbuf = self.spare_buf(READ_BUF);
         let wbuf = self.spare_buf(0);
-        let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
+        let (service, ctx) = (&mut self.service, &self.ctx);
         let key = self.conns.insert_with(|key| {
-            let mut session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
-            if draining {
-                session.on_shutdown();
-            }
+            let session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
             Conn {
                 fd,
                 session,
@@ -524,6 +527,13 @@ impl<S: Service> Core<S> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => self.close(key),
+            }
+        }
+        // Told of the drain after its eager read: a session told first is
+        // idle, so done, and its request (already here) would go unread.
+        if self.draining {
+            if let Some(conn) = self.conns.get_mut(key).filter(|c| !c.closing) {
+                conn.session.on_shutdown();
             }
         }
         self.drive(key);
@@ -608,7 +618,7 @@ impl<S: Service> Core<S> {
     }
 
     /// Shutdown began: stop accepting, keep the promise to connections handed
-    /// over, drop the ones nobody admitted, and let every session finish.
+    /// over and to those accepted but not yet admitted, and let every session finish.
     fn begin_drain(&mut self, now: Instant) {
         self.draining = true;
         if let Err(e) = self.ring.cancel_accept() {
@@ -626,8 +636,13 @@ impl<S: Service> Core<S> {
         while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
             self.admit(fd, true, now);
         }
-        // Accepted but never reserved: closing them is all they are owed.
-        self.pending.clear();
+        // Accepted but never reserved: taken from the listener's queue, where
+        // a sibling worker sharing it would have served them, so served here
+        // (one request each, past the connection limit if need be) rather
+        // than reset.
+        for fd in std::mem::take(&mut self.pending) {
+            self.admit_anyway(fd, now);
+        }
         self.listen_door.clear();
         self.handoff_door.clear();
     }

@@ -101,6 +101,7 @@ impl Service for HttpService {
             queued: 0,
             closed: false,
             eof: false,
+            heard: false,
             shutting: false,
             peer: peer.clone(),
             notifier,
@@ -145,6 +146,10 @@ pub struct HttpSession {
     /// Closed by a timeout or a failed answer: done regardless of the protocol's state.
     closed: bool,
     eof: bool,
+    /// A byte has arrived. Until one does the connection is not idle: its
+    /// client just connected and is sending its first request, which a
+    /// drain owes it (the head's timeout still bounds the wait).
+    heard: bool,
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
     peer: Peer,
@@ -352,6 +357,7 @@ impl HttpSession {
 
 impl Session for HttpSession {
     fn on_read(&mut self, data: &[u8], now: Instant) {
+        let first = !std::mem::replace(&mut self.heard, true);
         if self.ws.is_some() {
             return self.ws_read(data, now);
         }
@@ -359,6 +365,10 @@ impl Session for HttpSession {
             self.body_clock = Some(now); // the body's bytes are coming
         }
         self.conn.recv(data);
+        if first && self.shutting {
+            // Told of the drain before its first byte (see `heard`): its first request is its last.
+            self.conn.close_after_response();
+        }
         self.pump(now);
         // After the pump: one read may complete a head and bring part of the next.
         if self.head_started.is_none() && self.conn.has_partial_head() {
@@ -495,11 +505,17 @@ impl Session for HttpSession {
     }
 
     fn idle(&self) -> bool {
-        self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
+        (self.heard || self.eof)
+            && self.queue.is_empty()
+            && self.app.is_none()
+            && self.conn.is_idle()
     }
 
     fn on_shutdown(&mut self) {
-        self.conn.close_after_response();
+        // Not before the first byte: the conn would close at once, being idle.
+        if self.heard || self.eof {
+            self.conn.close_after_response();
+        }
         self.shutting = true;
         if self.ws.is_some() {
             self.ws_shutdown(Instant::now());
