@@ -243,7 +243,7 @@ impl Control {
     /// as at the connection limit.
     pub fn may_accept(&self) -> bool {
         self.connections.load(Ordering::Acquire) < self.max_connections
-            && self.tally.as_ref().map_or(true, tally::Tally::may_accept)
+            && self.tally.as_ref().is_none_or(tally::Tally::may_accept)
     }
     /// Begin graceful shutdown; connections still open at `deadline` are closed.
     pub fn shut_down(&self, deadline: Instant) {

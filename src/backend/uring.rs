@@ -408,10 +408,11 @@ impl<S: Service> Core<S> {
     /// completion that filled the queue: it is armed again here, and one that
     /// finds the backlog non-empty completes inside the submit.
     fn refill(&mut self, now: Instant) {
-        if self.ctx.rotate_accepts && self.ring.accept_state() == AcceptState::Idle {
-            if !self.wants_accept(now) || self.arm_accept().is_err() {
-                return;
-            }
+        if self.ctx.rotate_accepts
+            && self.ring.accept_state() == AcceptState::Idle
+            && (!self.wants_accept(now) || self.arm_accept().is_err())
+        {
+            return;
         }
         if self.ring.accept_state() != AcceptState::Armed || self.ring.submit().is_err() {
             return;
