@@ -5,8 +5,9 @@
 # supported CPython (3.9, 3.13), a virtualenv with `pip install .` and
 # tests/python/requirements.txt, and the pytest suite on both backends; the
 # Autobahn|Testsuite WebSocket fuzzer (tests/autobahn.sh) on both backends,
-# against an ASGI echo app served by the newest leg's m0serve; then clippy
-# (with and without the python feature) and rustfmt.
+# against an ASGI echo app served by the newest leg's m0serve; the fuzz
+# corpus replayed and each AFL++ fuzz target run for 45 s (fuzz/); then clippy
+# (with and without the python feature, and of fuzz/) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
 # any failed. Usage: bash tests/run.sh
 #
@@ -43,6 +44,7 @@ step() {
                           suite = ($2 == "unittests") ? crate " " $3 : $2 }
         /^ *Doc-tests / { suite = "doc-tests " $2 }
         /^(pool-fairness|accept-batch|slow-client)/ { print $0 }
+        /^fuzz [a-z_]+: [0-9]+ execs/ { print $0 }
         /^[0-9]+ passed, [0-9]+ failed$/ { print "cases: " $0 }
         /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
         /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
@@ -196,11 +198,27 @@ if [ -n "$newest_python" ]; then
     fi
 fi
 
+# The fuzz package (its own workspace): the corpus and the regressions
+# replayed through the targets' checks, then each target fuzzed with AFL++ for
+# 45 s, one after another (fuzz/run.sh). CI installs cargo-afl (.ci/run);
+# elsewhere a machine without it skips the fuzzing, saying so.
+step "fuzz replay" cargo test --manifest-path fuzz/Cargo.toml
+if cargo afl --version >/dev/null 2>&1; then
+    step fuzz bash fuzz/run.sh 45
+elif [ "${CI:-}" = true ]; then
+    failed+=("cargo-afl is not installed (.ci/run installs it)")
+else
+    echo "!!! cargo-afl not installed (cargo install cargo-afl): SKIPPING the fuzzers" >&2
+    summary+=("SKIPPED: the fuzzers (cargo-afl not installed)")
+fi
+
 step clippy cargo clippy --workspace --all-targets -- -D warnings
+step "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 if [ -n "$newest_python" ]; then
     step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
 fi
 step fmt cargo fmt --all --check
+step "fmt (fuzz)" cargo fmt --manifest-path fuzz/Cargo.toml --all --check
 
 echo
 echo "==> summary"

@@ -180,3 +180,27 @@ fn new_connections_are_refused_as_soon_as_the_drain_begins() {
         "exited with a response in flight"
     );
 }
+
+/// A connection accepted just before the drain, whose request had not
+/// arrived yet, is no idle keep-alive: its request is answered (with
+/// `Connection: close`) rather than the connection closed under it (what a
+/// rolling restart must not lose); one that never sends closes within a second.
+#[test]
+fn a_fresh_connection_at_the_drain_gets_its_request_answered() {
+    let mut server = Server::start(&["--graceful-timeout", "30"]);
+    let mut fresh = server.connect();
+    let mut silent = server.connect();
+    // Both admitted (the server saw them) before the signal.
+    assert_eq!(server.connect().request("GET", HEALTH, &[]).status, 200);
+    server.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    let r = fresh.request("GET", HEALTH, &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.connection_has("close"), "{:?}", r.header("connection"));
+    fresh.assert_closed(Duration::from_secs(3));
+    silent.assert_closed(Duration::from_secs(3));
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("no exit after the fresh connections ended");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

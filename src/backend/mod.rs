@@ -272,12 +272,6 @@ impl Control {
         }
         reserved
     }
-    /// Reserve a slot even past the limit: for a connection already
-    /// accepted that the drain serves rather than resets.
-    pub fn reserve_anyway(&self) {
-        self.connections.fetch_add(1, Ordering::AcqRel);
-        self.tallied(true);
-    }
     pub fn release(&self) {
         self.connections.fetch_sub(1, Ordering::AcqRel);
         self.tallied(false);

@@ -10,13 +10,15 @@
 //! Every core arms a multishot accept on the one shared listener, and the
 //! kernel completes each accept on the ring whose accept was armed first:
 //! accept sharing is what spreads connections (that core hands them to idle
-//! siblings). Where worker processes share the listener, no board spans them:
-//! each core arms a single-shot accept instead, re-armed after each
-//! completion, which the kernel queues behind the other rings' and so rotates
-//! connections among the workers ([`CoreContext::rotate_accepts`]). The cost, left as it is: while that core is stuck in a long pass
+//! siblings). The cost, left as it is: while that core is stuck in a long pass
 //! (a view in the loop-only shape), what the kernel accepted on its ring waits
 //! for it. The portable backend wakes every core's registration instead, and
 //! whichever accepts first serves.
+//!
+//! Where worker processes share the listener no board spans them: each core
+//! arms a single-shot accept instead, re-armed after each completion, which
+//! the kernel queues behind the other rings' and so rotates connections among
+//! the workers ([`CoreContext::rotate_accepts`]).
 //!
 //! Writes copy the session's bytes into the connection's write buffer (the
 //! ring owns a buffer while the kernel uses it; a session's own buffer cannot
@@ -183,7 +185,10 @@ impl<S: Service> Core<S> {
                     self.admit(fd, true, now);
                 }
                 let expired = self.ctx.control.deadline().is_some_and(|d| now >= d);
-                if self.conns.is_empty() || expired {
+                // Not before the accept's cancel has landed: a connection it
+                // completed meanwhile is still to be answered.
+                let accepting = self.ring.accept_state() != AcceptState::Idle;
+                if (self.conns.is_empty() && !accepting) || expired {
                     return Ok(());
                 }
             } else {
@@ -209,8 +214,11 @@ impl<S: Service> Core<S> {
                     self.pending.push_back(fd);
                     self.listen_door.announce();
                 }
-                // Accepted before the cancel took effect: served like the pending queue.
-                Ok(fd) => self.admit_anyway(fd, now),
+                // The multishot accept took it before its cancel landed: the
+                // kernel queue it came from is shared with sibling workers
+                // (or was refused to new clients), so it is this core's to
+                // answer, once, with `Connection: close`.
+                Ok(fd) => self.admit_draining(fd, now),
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
                 // The listener was shut at the drain's start.
                 Err(_) if self.ctx.control.shutting_down() => {}
@@ -484,12 +492,6 @@ impl<S: Service> Core<S> {
         }
     }
 
-    /// Serve `fd`, accepted after the drain began, without a reserved slot.
-    fn admit_anyway(&mut self, fd: OwnedFd, now: Instant) {
-        self.ctx.control.reserve_anyway();
-        self.admit(fd, false, now);
-    }
-
     /// Serve `fd` on this core: open its session and read eagerly.
     fn admit(&mut self, fd: OwnedFd, handed: bool, now: Instant) {
         let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
@@ -497,9 +499,12 @@ impl<S: Service> Core<S> {
         };
         let rbuf = self.spare_buf(READ_BUF);
         let wbuf = self.spare_buf(0);
-        let (service, ctx) = (&mut self.service, &self.ctx);
+        let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
         let key = self.conns.insert_with(|key| {
-            let session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
+            let mut session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
+            if draining {
+                session.on_shutdown();
+            }
             Conn {
                 fd,
                 session,
@@ -528,13 +533,6 @@ impl<S: Service> Core<S> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => self.close(key),
-            }
-        }
-        // Told of the drain after its eager read: a session told first is
-        // idle, so done, and its request (already here) would go unread.
-        if self.draining {
-            if let Some(conn) = self.conns.get_mut(key).filter(|c| !c.closing) {
-                conn.session.on_shutdown();
             }
         }
         self.drive(key);
@@ -619,7 +617,9 @@ impl<S: Service> Core<S> {
     }
 
     /// Shutdown began: stop accepting, keep the promise to connections handed
-    /// over and to those accepted but not yet admitted, and let every session finish.
+    /// over, answer the ones accepted but not admitted yet (once, with
+    /// `Connection: close`: with workers the queue they came from is shared,
+    /// and a sibling would have served them), and let every session finish.
     fn begin_drain(&mut self, now: Instant) {
         self.draining = true;
         if let Err(e) = self.ring.cancel_accept() {
@@ -637,15 +637,20 @@ impl<S: Service> Core<S> {
         while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
             self.admit(fd, true, now);
         }
-        // Accepted but never reserved: taken from the listener's queue, where
-        // a sibling worker sharing it would have served them, so served here
-        // (one request each, past the connection limit if need be) rather
-        // than reset.
-        for fd in std::mem::take(&mut self.pending) {
-            self.admit_anyway(fd, now);
+        // Accepted but not yet admitted: answered once, like those above.
+        while let Some(fd) = self.pending.pop_front() {
+            self.admit_draining(fd, now);
         }
         self.listen_door.clear();
         self.handoff_door.clear();
+    }
+
+    /// Admit a connection accepted after the drain began (its session is told
+    /// of the shutdown at once); at the connection limit it is closed.
+    fn admit_draining(&mut self, fd: OwnedFd, now: Instant) {
+        if self.ctx.control.try_reserve() {
+            self.admit(fd, false, now);
+        }
     }
 
     /// The end: close every connection still open (the ring, dropped after

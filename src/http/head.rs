@@ -438,6 +438,14 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_request_line_ending_in_a_known_version_is_400() {
+        // httparse reports these as version errors (the second space comes early).
+        assert_eq!(status("GET /a / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+        assert_eq!(status("GET /a / HTTP/1.0\r\n\r\n"), 400);
+        assert_eq!(status("GET /a / HTTP/1.2\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
     fn too_many_headers_is_431() {
         let ok: String = (0..MAX_HEADERS - 1)
             .map(|i| format!("X-{i}: v\r\n"))

@@ -97,11 +97,13 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 }
 
 /// Whether an app-given field may go on the wire: a token name, and a value
-/// without CR, LF or NUL (which would split or end the head: response splitting).
+/// without control characters but HTAB (RFC 9110 §5.5). CR, LF or NUL would
+/// split or end the head (response splitting); the others make strict
+/// clients refuse the whole response.
 pub(crate) fn field_is_safe(name: &str, value: &[u8]) -> bool {
     !name.is_empty()
         && name.bytes().all(is_tchar)
-        && !value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0)
+        && !value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7F)
 }
 
 /// Whether a final response with `status` may carry a body (RFC 9110 §6.4.1:
@@ -152,7 +154,7 @@ pub(crate) struct Written {
 /// headers: `Content-Length` is parsed (an invalid one is dropped) and
 /// rewritten by us, `Transfer-Encoding` is dropped, and `Connection` is
 /// dropped (its `close` token honoured) except on a 101, where it belongs to the
-/// upgrade. A field with a non-token name or CR/LF/NUL in its value is dropped
+/// upgrade. A field with a non-token name or a control character in its value is dropped
 /// with a warning. `Date` and `Server` are added unless the app set them.
 pub(crate) fn write_head(
     status: u16,
@@ -532,6 +534,9 @@ mod tests {
             ("X-Split", b"a\r\nSet-Cookie: evil=1"),
             ("X-Lf", b"a\nb"),
             ("X-Nul", b"a\0b"),
+            ("X-Ctl", b"a\x01b"),
+            ("X-Del", b"a\x7fb"),
+            ("X-Tab", b"a\tb"),
             ("Bad Name", b"v"),
             ("Bad\r\nName", b"v"),
             ("", b"v"),
@@ -545,7 +550,7 @@ mod tests {
         );
         assert_eq!(
             undated(&h),
-            "HTTP/1.1 200 OK\r\nX-Ok: fine\r\nTransfer-Encoding: chunked\r\nServer: m0serve\r\n\r\n"
+            "HTTP/1.1 200 OK\r\nX-Tab: a\tb\r\nX-Ok: fine\r\nTransfer-Encoding: chunked\r\nServer: m0serve\r\n\r\n"
         );
     }
 

@@ -48,6 +48,10 @@ use websocket::WsSession;
 /// reading cannot make the server buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 1 << 20;
 
+/// How long a drain waits for the first request of a connection accepted
+/// just before it (then the connection closes as an idle one would).
+const FRESH_GRACE: Duration = Duration::from_secs(1);
+
 /// What every connection of the server shares.
 pub struct Shared {
     pub router: Router,
@@ -101,7 +105,6 @@ impl Service for HttpService {
             queued: 0,
             closed: false,
             eof: false,
-            heard: false,
             shutting: false,
             peer: peer.clone(),
             notifier,
@@ -146,10 +149,6 @@ pub struct HttpSession {
     /// Closed by a timeout or a failed answer: done regardless of the protocol's state.
     closed: bool,
     eof: bool,
-    /// A byte has arrived. Until one does the connection is not idle: its
-    /// client just connected and is sending its first request, which a
-    /// drain owes it (the head's timeout still bounds the wait).
-    heard: bool,
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
     peer: Peer,
@@ -287,6 +286,11 @@ impl HttpSession {
         }
     }
 
+    /// Nothing queued, no app call, and the protocol between requests.
+    fn between_requests(&self) -> bool {
+        self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
+    }
+
     /// Set the read deadline that fits the state: the head's timeout while a
     /// head is arriving, the body's while a body is wanted, the keep-alive
     /// timeout while idle, none otherwise.
@@ -303,7 +307,7 @@ impl HttpSession {
             Some(start + self.shared.header_read_timeout)
         } else if let Some(since) = self.body_clock {
             Some(since + self.shared.body_read_timeout)
-        } else if self.idle() {
+        } else if self.between_requests() {
             Some(now + self.shared.keep_alive_timeout)
         } else {
             None
@@ -357,7 +361,6 @@ impl HttpSession {
 
 impl Session for HttpSession {
     fn on_read(&mut self, data: &[u8], now: Instant) {
-        let first = !std::mem::replace(&mut self.heard, true);
         if self.ws.is_some() {
             return self.ws_read(data, now);
         }
@@ -365,10 +368,6 @@ impl Session for HttpSession {
             self.body_clock = Some(now); // the body's bytes are coming
         }
         self.conn.recv(data);
-        if first && self.shutting {
-            // Told of the drain before its first byte (see `heard`): its first request is its last.
-            self.conn.close_after_response();
-        }
         self.pump(now);
         // After the pump: one read may complete a head and bring part of the next.
         if self.head_started.is_none() && self.conn.has_partial_head() {
@@ -504,19 +503,20 @@ impl Session for HttpSession {
         }
     }
 
+    /// Between requests, and not a fresh connection whose first request is
+    /// still to come (a drain answers that one rather than close under it).
     fn idle(&self) -> bool {
-        (self.heard || self.eof)
-            && self.queue.is_empty()
-            && self.app.is_none()
-            && self.conn.is_idle()
+        self.between_requests() && !self.conn.is_fresh()
     }
 
     fn on_shutdown(&mut self) {
-        // Not before the first byte: the conn would close at once, being idle.
-        if self.heard || self.eof {
-            self.conn.close_after_response();
-        }
+        self.conn.close_after_response();
         self.shutting = true;
+        if self.conn.is_fresh() {
+            // Its request is on the way; one that is not closes soon.
+            let grace = Instant::now() + FRESH_GRACE;
+            self.deadline = Some(self.deadline.map_or(grace, |d| d.min(grace)));
+        }
         if self.ws.is_some() {
             self.ws_shutdown(Instant::now());
         }

@@ -129,6 +129,12 @@ class Server:
         return sock
 
 
+def worker_pids(server: "Server") -> List[int]:
+    """The pids of the server's worker processes (the supervisor's children)."""
+    tasks = Path(f"/proc/{server.proc.pid}/task")
+    return [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+
+
 def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS) -> Server:
     """m0serve on `backend`, a free port, one core, `--health-path /healthz`,
     `--app-dir app_dir` (None: the default, the current directory), then `flags` and `app`."""

@@ -153,6 +153,8 @@ pub struct ServerConn {
     /// Graceful shutdown: the next response says `Connection: close`.
     close_after: bool,
     eof: bool,
+    /// Some bytes have arrived (see [`ServerConn::is_fresh`]).
+    received: bool,
     /// No further requests: close once the output is written.
     closed: bool,
     upgraded: bool,
@@ -170,6 +172,7 @@ impl ServerConn {
             discard: false,
             close_after: false,
             eof: false,
+            received: false,
             closed: false,
             upgraded: false,
         }
@@ -181,6 +184,7 @@ impl ServerConn {
         if self.closed {
             return;
         }
+        self.received |= !data.is_empty();
         append_unread(&mut self.buf, &mut self.pos, data);
     }
 
@@ -234,9 +238,16 @@ impl ServerConn {
     /// connection must close at once.
     pub fn close_after_response(&mut self) {
         self.close_after = true;
-        if self.is_idle() {
+        if self.is_idle() && !self.is_fresh() {
             self.closed = true;
         }
+    }
+
+    /// Nothing has arrived on the connection yet. A fresh connection is not
+    /// an idle keep-alive at shutdown: its client connected to send a
+    /// request and will, so it is answered (once) rather than closed under it.
+    pub fn is_fresh(&self) -> bool {
+        !self.received
     }
 
     /// A 101 response was finished: the connection speaks another protocol now.

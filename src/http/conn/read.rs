@@ -19,7 +19,9 @@ impl ServerConn {
                         Ok(Some(head)) => Some(Event::Head(head)),
                         Ok(None) => {
                             // Nothing more will come (EOF), or nothing is wanted (shutdown).
-                            if self.eof || (self.close_after && self.buffered() == 0) {
+                            if self.eof
+                                || (self.close_after && self.buffered() == 0 && self.received)
+                            {
                                 self.closed = true;
                             }
                             None

@@ -671,9 +671,21 @@ fn eof_after_a_complete_request_still_answers_it() {
 
 #[test]
 fn close_after_response_for_shutdown() {
-    // Idle: close at once.
+    // Idle after a request: close at once.
+    let mut c = conn();
+    c.recv(GET);
+    events(&mut c);
+    respond(&mut c, 200, "");
+    c.close_after_response();
+    assert!(c.must_close());
+
+    // Fresh (nothing received yet): its coming request is answered, once.
     let mut c = conn();
     c.close_after_response();
+    assert!(!c.must_close() && c.is_fresh() && c.next_event().is_none());
+    c.recv(GET);
+    events(&mut c);
+    assert!(respond(&mut c, 200, "").contains("Connection: close\r\n"));
     assert!(c.must_close());
 
     // In flight: this response says close, and nothing after it is read.
