@@ -50,6 +50,7 @@ fn main() {
         send_timeout: Duration::from_secs(30),
         cpu_share: None,
         inherited: None,
+        tally: None,
         phase_hook: None,
     };
     let code = server::run(options).expect("serve");

@@ -18,6 +18,15 @@
 //! A count rather than a time budget: a count is what a probe can hold the
 //! loop to, and a clock read per accept buys nothing a smaller count does not.
 
+/// Whether io_uring should arm one single-shot accept at a time rather than
+/// a multishot: where a listener is `shared` with sibling processes, unless
+/// `M0_ACCEPT_ROTATE=0` (the negative arm: one worker then takes every
+/// connection, see `Ring::arm_accept_once` in the uring crate). Readiness
+/// backends wake every process's registration and need nothing.
+pub fn rotate(shared: bool) -> bool {
+    shared && std::env::var("M0_ACCEPT_ROTATE").map_or(true, |v| v.trim() != "0")
+}
+
 /// Admissions per door per pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch(usize);

@@ -17,6 +17,7 @@ pub mod select;
 pub mod sendfile;
 pub mod share;
 pub mod slab;
+pub mod tally;
 #[cfg(test)]
 pub mod testing;
 pub mod timers;
@@ -168,6 +169,10 @@ pub struct CoreContext {
     pub control: Arc<Control>,
     /// How many admissions a door takes per pass (`M0_ACCEPT_BATCH`).
     pub batch: accept::Batch,
+    /// Other processes accept from the same listener: io_uring arms one
+    /// accept at a time so the kernel rotates connections among them
+    /// ([`accept::rotate`]).
+    pub rotate_accepts: bool,
 }
 
 impl CoreContext {
@@ -199,6 +204,9 @@ pub struct Control {
     /// Live connections across all cores, against `max_connections`.
     pub connections: std::sync::atomic::AtomicUsize,
     pub max_connections: usize,
+    /// The connections sibling worker processes hold, where a supervisor
+    /// shares them ([`tally`]).
+    tally: Option<tally::Tally>,
 }
 
 impl Control {
@@ -208,12 +216,42 @@ impl Control {
             deadline: std::sync::Mutex::new(None),
             connections: Default::default(),
             max_connections,
+            tally: None,
         }
+    }
+
+    /// Keep count in `tally` of the connections this process holds, from
+    /// [`Control::join_tally`] to the start of its drain.
+    pub fn with_tally(mut self, tally: Option<tally::Tally>) -> Self {
+        self.tally = tally;
+        self
+    }
+
+    /// Take a slot in the tally: this process is ready, and from now on a
+    /// sibling holding more connections holds back for it.
+    pub fn join_tally(&self) {
+        if let Some(tally) = &self.tally {
+            tally.join(self.connections.load(Ordering::Acquire));
+        }
+    }
+
+    /// Whether to accept now: below the connection limit, and no sibling
+    /// worker holds fewer connections than this process by more than
+    /// [`tally::SLACK`]. Not accepting leaves the connection in the shared
+    /// listener's queue for a sibling (an io_uring accept armed at the limit
+    /// would take one and hold it unserved); a door so held back is retried
+    /// as at the connection limit.
+    pub fn may_accept(&self) -> bool {
+        self.connections.load(Ordering::Acquire) < self.max_connections
+            && self.tally.as_ref().is_none_or(tally::Tally::may_accept)
     }
     /// Begin graceful shutdown; connections still open at `deadline` are closed.
     pub fn shut_down(&self, deadline: Instant) {
         *self.deadline.lock().unwrap() = Some(deadline);
         self.shutdown.store(true, Ordering::SeqCst);
+        if let Some(tally) = &self.tally {
+            tally.leave();
+        }
     }
     pub fn shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
@@ -223,13 +261,24 @@ impl Control {
     }
     /// Reserve a connection slot; false at the limit (the connection waits in the backlog).
     pub fn try_reserve(&self) -> bool {
-        self.connections
+        let reserved = self
+            .connections
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.max_connections).then_some(n + 1)
             })
-            .is_ok()
+            .is_ok();
+        if reserved {
+            self.tallied(true);
+        }
+        reserved
     }
     pub fn release(&self) {
         self.connections.fetch_sub(1, Ordering::AcqRel);
+        self.tallied(false);
+    }
+    fn tallied(&self, more: bool) {
+        if let Some(tally) = &self.tally {
+            tally.count(more);
+        }
     }
 }

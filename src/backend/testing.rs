@@ -297,6 +297,7 @@ pub struct Setup {
     pub max_connections: usize,
     /// The echo sessions' idle timeout (their deadline).
     pub timeout: Option<Duration>,
+    pub rotate_accepts: bool,
 }
 
 impl Default for Setup {
@@ -306,6 +307,7 @@ impl Default for Setup {
             batch: Batch::new(super::accept::DEFAULT_BATCH),
             max_connections: 1024,
             timeout: None,
+            rotate_accepts: false,
         }
     }
 }
@@ -353,6 +355,7 @@ impl Setup {
                     board: board.clone(),
                     control: control.clone(),
                     batch: self.batch,
+                    rotate_accepts: self.rotate_accepts,
                 };
                 let service = make(index, journal.clone());
                 let handed = HandedCounter(handed.clone(), index);

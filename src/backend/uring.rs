@@ -15,6 +15,11 @@
 //! for it. The portable backend wakes every core's registration instead, and
 //! whichever accepts first serves.
 //!
+//! Where worker processes share the listener no board spans them: each core
+//! arms a single-shot accept instead, re-armed after each completion, which
+//! the kernel queues behind the other rings' and so rotates connections among
+//! the workers ([`CoreContext::rotate_accepts`]).
+//!
 //! Writes copy the session's bytes into the connection's write buffer (the
 //! ring owns a buffer while the kernel uses it; a session's own buffer cannot
 //! be lent for that long). [`Output::File`] is read with a positioned read
@@ -61,6 +66,8 @@ const WRITE_BUF: usize = 16 * 1024;
 /// Accepted connections waiting for admission beyond this stop the multishot:
 /// the rest wait in the kernel's backlog rather than in our memory.
 const PENDING_CAP: usize = 1024;
+/// How soon a core held back by a sibling worker's fewer connections looks again.
+const RETRY_HELD_BACK: std::time::Duration = std::time::Duration::from_millis(1);
 /// Freed buffers kept for the next connections.
 const SPARE_BUFS: usize = 64;
 
@@ -404,7 +411,17 @@ impl<S: Service> Core<S> {
     /// would hold whatever the knob said. The other completions reaped here
     /// wait for the next pass, so the batch still runs after the events this
     /// pass already saw.
+    ///
+    /// A single-shot accept ([`CoreContext::rotate_accepts`]) ended with the
+    /// completion that filled the queue: it is armed again here, and one that
+    /// finds the backlog non-empty completes inside the submit.
     fn refill(&mut self, now: Instant) {
+        if self.ctx.rotate_accepts
+            && self.ring.accept_state() == AcceptState::Idle
+            && (!self.wants_accept(now) || self.arm_accept().is_err())
+        {
+            return;
+        }
         if self.ring.accept_state() != AcceptState::Armed || self.ring.submit().is_err() {
             return;
         }
@@ -422,21 +439,41 @@ impl<S: Service> Core<S> {
     /// Keep the multishot accept armed while connections can be taken, and
     /// cancelled (connections wait in the kernel backlog) while they cannot.
     fn steer_accept(&mut self, now: Instant) -> io::Result<()> {
-        if self.accept_paused_until.is_some_and(|t| now >= t) {
-            self.accept_paused_until = None;
-        }
-        let want = !self.listen_door.blocked()
-            && self.accept_paused_until.is_none()
-            && self.pending.len() < PENDING_CAP;
-        match (want, self.ring.accept_state()) {
-            // Also the re-arm after a completion without F_MORE.
+        match (self.wants_accept(now), self.ring.accept_state()) {
+            // Also the re-arm after a completion without F_MORE (every
+            // completion of a single-shot accept).
             (true, AcceptState::Idle) => {
-                self.ring.arm_accept(self.ctx.listener.as_fd())?;
+                self.arm_accept()?;
             }
             (false, AcceptState::Armed) => self.ring.cancel_accept()?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether an accept should be armed: the door is not blocked at the
+    /// connection limit, no accept error is being waited out, a slot is free
+    /// and no sibling worker holds fewer connections (looked at again after
+    /// [`RETRY_HELD_BACK`], see [`super::tally`]), and the pending queue has room.
+    fn wants_accept(&mut self, now: Instant) -> bool {
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+        }
+        if self.accept_paused_until.is_none() && !self.ctx.control.may_accept() {
+            self.accept_paused_until = Some(now + RETRY_HELD_BACK);
+        }
+        !self.listen_door.blocked()
+            && self.accept_paused_until.is_none()
+            && self.pending.len() < PENDING_CAP
+    }
+
+    fn arm_accept(&mut self) -> io::Result<bool> {
+        let listener = self.ctx.listener.as_fd();
+        if self.ctx.rotate_accepts {
+            self.ring.arm_accept_once(listener)
+        } else {
+            self.ring.arm_accept(listener)
+        }
     }
 
     /// Arm the ring's timer for the earliest thing this core waits on.
@@ -699,9 +736,54 @@ mod tests {
 
     testing::conformance!(super::run::<EchoService>);
 
+    /// The same rules with single-shot accepts, as a worker of several runs
+    /// ([`crate::backend::CoreContext::rotate_accepts`]): a batch still drains
+    /// past one completion, and the limit still holds the rest in the backlog.
+    /// Not the hand-off body: it relies on the multishot sending every accept
+    /// to one core, where single-shots give a core busy in a view the one
+    /// connection its armed accept takes.
+    mod rotating {
+        use crate::backend::testing::{self, EchoService};
+        use crate::backend::CoreContext;
+
+        fn run(mut ctx: CoreContext, service: EchoService) -> std::io::Result<()> {
+            ctx.rotate_accepts = true;
+            super::super::run(ctx, service)
+        }
+
+        macro_rules! bodies {
+            ($($name:ident),* $(,)?) => {$(
+                #[test]
+                fn $name() {
+                    testing::$name(run)
+                }
+            )*};
+        }
+
+        bodies!(
+            a_panicking_session_closes_only_its_connection,
+            echo_on_many_connections,
+            large_write_is_echoed_intact,
+            file_output_is_sent_whole,
+            accept_batch_serves_held_first_and_all_of_a_burst,
+            deadline_fires,
+            max_connections_holds_the_rest_in_the_backlog,
+            graceful_shutdown_closes_idle_and_finishes_busy,
+            shutdown_deadline_closes_busy_connections,
+            notified_sessions_answer_and_resume_reading,
+            a_session_not_reading_is_closed_when_its_peer_resets,
+            a_notification_for_a_closed_session_is_ignored,
+        );
+    }
+
     fn spawn(batch: usize) -> testing::Harness {
+        spawn_as(batch, false)
+    }
+
+    fn spawn_as(batch: usize, rotate_accepts: bool) -> testing::Harness {
         Setup {
             batch: Batch::new(batch),
+            rotate_accepts,
             ..Setup::default()
         }
         .spawn(super::run::<EchoService>)
@@ -715,7 +797,18 @@ mod tests {
 
     #[test]
     fn owed_batches_admit_silent_connections_without_any_completion() {
-        let h = spawn(2);
+        owed_batches_admit_silent_connections(false);
+    }
+
+    /// With single-shot accepts the ten wait in the backlog, not as
+    /// completions: the batch's refill takes them, and what it leaves is owed.
+    #[test]
+    fn owed_batches_admit_silent_connections_with_single_shot_accepts() {
+        owed_batches_admit_silent_connections(true);
+    }
+
+    fn owed_batches_admit_silent_connections(rotate_accepts: bool) {
+        let h = spawn_as(2, rotate_accepts);
         let mut blocker = h.connect();
         echo(&mut blocker, "warm\n");
         // Ten silent connections queue while the core sleeps in a view: one

@@ -212,6 +212,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         send_timeout: http.send_timeout,
         cpu_share: None,
         inherited: None,
+        tally: None,
         phase_hook: None,
     };
     Ok(Invocation {

@@ -80,6 +80,9 @@ pub struct Options {
     /// A listener already bound, used instead of binding `listen`: a worker's,
     /// inherited from its supervisor (see [`listener::adopt`]).
     pub inherited: Option<std::os::fd::OwnedFd>,
+    /// The connections each worker holds, shared by a supervisor with its
+    /// workers ([`crate::backend::tally`]).
+    pub tally: Option<crate::backend::tally::Tally>,
     /// Told when the server is ready (cores up) and when its drain begins:
     /// how a worker keeps its supervisor informed.
     pub phase_hook: Option<PhaseHook>,
@@ -115,7 +118,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         None => listener::bind(&options.listen)?,
     };
     let hook = options.phase_hook.take();
-    let control = Arc::new(Control::new(options.max_connections));
+    let control = Arc::new(Control::new(options.max_connections).with_tally(options.tally.take()));
     let graceful = options.graceful_timeout;
 
     let server = Arc::new(match &listener.addr {
@@ -233,6 +236,7 @@ fn serve(
     let mut signals = Signals::new([SIGTERM, SIGINT])?;
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::new(n);
+    let rotate_accepts = backend::accept::rotate(listener.shared);
     tracing::info!("listening on {} ({kind} backend, {n} cores)", listener.addr);
 
     let mut threads = Vec::with_capacity(n);
@@ -243,6 +247,7 @@ fn serve(
             board: board.clone(),
             control: control.clone(),
             batch,
+            rotate_accepts,
         };
         let spawned = spawn_core(
             ctx,
@@ -262,6 +267,7 @@ fn serve(
     }
 
     if !failed.load(Ordering::SeqCst) {
+        control.join_tally();
         tell(Phase::Ready);
         // Ends with a signal, or with None when a failing core closed the iterator.
         if let Some(signal) = signals.forever().next() {

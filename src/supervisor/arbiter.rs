@@ -23,6 +23,7 @@ use super::reload::{Reload, DEBOUNCE};
 use super::wakeup::{self, Wakeup};
 use super::worker::{self, describe, Inherit, Worker};
 use super::{backoff, rss, Plan, Relaunch};
+use crate::backend::tally::{self, Tally};
 use crate::server::listener::Listener;
 
 /// How long shutdown waits for every worker to say its drain began before
@@ -54,6 +55,9 @@ pub struct Arbiter<'a> {
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
     lifeline: (OwnedFd, OwnedFd),
+    /// The workers' connection tally: its descriptor for them to inherit,
+    /// and the supervisor's own map of it, to free a dead worker's slot.
+    tally: Option<(OwnedFd, Tally)>,
     wakeup: Wakeup,
     slots: Vec<Slot>,
     retired: Vec<Worker>,
@@ -86,6 +90,7 @@ impl<'a> Arbiter<'a> {
             shares: plan.shares.clone(),
             listener,
             lifeline: worker::pipe()?,
+            tally: share_tally(),
             wakeup,
             slots: (0..plan.workers).map(|_| Slot::default()).collect(),
             retired: Vec::new(),
@@ -150,6 +155,7 @@ impl<'a> Arbiter<'a> {
         let inherit = Inherit {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
+            tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
@@ -250,6 +256,14 @@ impl<'a> Arbiter<'a> {
         }
     }
 
+    /// A worker exited: its slot in the tally, if it still held one (it
+    /// died without draining), is freed, so that it holds nobody back.
+    fn forget(&self, w: &Worker) {
+        if let Some((_, tally)) = &self.tally {
+            tally.forget(w.pid());
+        }
+    }
+
     fn reap(&mut self) {
         let now = Instant::now();
         for index in 0..self.slots.len() {
@@ -259,6 +273,7 @@ impl<'a> Arbiter<'a> {
                 .and_then(Worker::try_exit)
             {
                 let w = self.slots[index].replacement.take().expect("exited");
+                self.forget(&w);
                 if self.stopping.is_none() {
                     let failed = format!(
                         "the new worker {} (pid {}) failed before it was ready ({}); the old one keeps serving",
@@ -271,6 +286,7 @@ impl<'a> Arbiter<'a> {
             }
             if let Some(status) = self.slots[index].worker.as_mut().and_then(Worker::try_exit) {
                 let w = self.slots[index].worker.take().expect("exited");
+                self.forget(&w);
                 self.on_exit(index, w, status, now);
             }
         }
@@ -278,6 +294,7 @@ impl<'a> Arbiter<'a> {
         while i < self.retired.len() {
             if let Some(status) = self.retired[i].try_exit() {
                 let w = self.retired.swap_remove(i);
+                self.forget(&w);
                 tracing::info!(
                     "worker {} (pid {}) drained: {}",
                     w.number,
@@ -634,4 +651,24 @@ fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as c_int;
     // SAFETY: `polled` is a valid array of `polled.len()` pollfds for the call.
     unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
+}
+
+/// The tally every worker maps (unless `M0_ACCEPT_BALANCE=0`); none, with
+/// a warning, where it cannot be made: the workers then accept unbalanced.
+fn share_tally() -> Option<(OwnedFd, Tally)> {
+    if !tally::enabled() {
+        return None;
+    }
+    match tally::create().and_then(|fd| Tally::map(&fd).map(|t| (fd, t))) {
+        Ok(shared) => Some(shared),
+        // No memfd (macOS): said once at debug, not warned at every start.
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            tracing::debug!("no connection tally for the workers: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("no connection tally for the workers: {e}");
+            None
+        }
+    }
 }

@@ -7,6 +7,7 @@
 //!   loaded (lifespan startup included) and its cores accept, and
 //!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
 //!   the requests the supervisor allotted it (`--workers-max-requests`);
+//! - the workers' connection tally ([`crate::backend::tally`]), where shared;
 //! - the lifeline: the read end of a pipe whose write end only the
 //!   supervisor holds. End of file means the supervisor is gone, however it
 //!   died, and the worker exits at once: no orphans (on Linux
@@ -28,6 +29,8 @@ pub const LISTENER_FD: &str = "M0SERVE_WORKER_FD";
 pub const STATUS_FD: &str = "M0SERVE_WORKER_STATUS_FD";
 /// The read end of the lifeline.
 pub const LIFELINE_FD: &str = "M0SERVE_WORKER_LIFELINE_FD";
+/// The workers' connection tally (absent: none is shared).
+pub const TALLY_FD: &str = "M0SERVE_WORKER_TALLY_FD";
 /// The worker's core threads, when the supervisor planned its CPUs.
 pub const CORES: &str = "M0SERVE_WORKER_CORES";
 /// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
@@ -53,6 +56,7 @@ pub struct Link {
     listener: OwnedFd,
     status: File,
     lifeline: OwnedFd,
+    tally: Option<OwnedFd>,
 }
 
 /// The link when this process was started as a worker; `None` when it was
@@ -95,6 +99,10 @@ pub fn from_env() -> Result<Option<Link>, String> {
         listener: fd(LISTENER_FD)?,
         status: File::from(fd(STATUS_FD)?),
         lifeline: fd(LIFELINE_FD)?,
+        tally: match std::env::var_os(TALLY_FD) {
+            Some(_) => Some(fd(TALLY_FD)?),
+            None => None,
+        },
     }))
 }
 
@@ -135,6 +143,11 @@ impl Link {
         }
         watch(self.lifeline);
         options.inherited = Some(self.listener);
+        options.tally = self.tally.and_then(|fd| {
+            crate::backend::tally::Tally::map(&fd)
+                .map_err(|e| tracing::warn!("mapping the workers' tally: {e}"))
+                .ok()
+        });
         // One-byte writes on a pipe are atomic: the core thread that counts
         // the last request and the main thread may both write.
         let status = Arc::new(self.status);

@@ -24,6 +24,7 @@ use crate::server::cpus;
 pub struct Inherit<'a> {
     pub listener: BorrowedFd<'a>,
     pub lifeline: BorrowedFd<'a>,
+    pub tally: Option<BorrowedFd<'a>>,
 }
 
 pub struct Worker {
@@ -62,6 +63,7 @@ impl Worker {
         let listener = inherit.listener.as_raw_fd();
         let lifeline = inherit.lifeline.as_raw_fd();
         let status = status_write.as_raw_fd();
+        let tally = inherit.tally.map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -69,6 +71,9 @@ impl Worker {
             .env(link::LISTENER_FD, listener.to_string())
             .env(link::STATUS_FD, status.to_string())
             .env(link::LIFELINE_FD, lifeline.to_string());
+        if let Some(tally) = tally {
+            command.env(link::TALLY_FD, tally.to_string());
+        }
         if let Some(share) = share {
             command
                 .env(link::CORES, share.cores.to_string())
@@ -82,7 +87,7 @@ impl Worker {
         // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
         unsafe {
             command.pre_exec(move || {
-                for fd in [listener, lifeline, status] {
+                for fd in [listener, lifeline, status].into_iter().chain(tally) {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
                     }

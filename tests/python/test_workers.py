@@ -3,10 +3,9 @@ replaced when killed, rolling restarts under load, a drain across workers,
 a boot failure's status, a crash loop's backoff, no orphans, SIGTTIN and
 SIGTTOU, the pid file and the process titles.
 
-Where both workers must serve, the portable backend is used: on a socket
-shared by several io_uring rings the kernel completes every multishot accept
-on the ring armed first, so one uring worker may take every connection (the
-load spread is issue 9's point 2, not these tests')."""
+Where both workers must serve, the portable backend is used; the load
+spread over the workers (issue 9's point 2, on both backends) is
+test_workers_spread.py's."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@
 //! - a multishot accept ([`Ring::arm_accept`]) whose completions carry
 //!   [`std::os::fd::OwnedFd`]s, with its `F_MORE` flag surfaced so the caller
 //!   re-arms it when it ends, and [`Ring::cancel_accept`] for the connection limit;
+//!   or a single-shot one ([`Ring::arm_accept_once`]) where rings of several
+//!   processes share a listener;
 //! - [`Ring::recv`], [`Ring::send`] and [`Ring::read_at`] on caller-owned
 //!   buffers that travel with the operation and come back in its completion;
 //! - [`Ring::watch_hangup`]: a poll that completes when the peer hangs up,

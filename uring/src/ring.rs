@@ -212,13 +212,35 @@ impl Ring {
     /// Start a multishot accept on `listener` unless one is in flight
     /// (returns whether it started). Accepted fds are non-blocking and close-on-exec.
     pub fn arm_accept(&mut self, listener: BorrowedFd<'_>) -> io::Result<bool> {
+        self.arm_accept_as(listener, true)
+    }
+
+    /// Start a single-shot accept on `listener` unless one is in flight: it
+    /// completes once (`more` false), and is armed again for the next.
+    ///
+    /// Where several rings (processes) share a listener this is what spreads
+    /// connections: the kernel queues each ring's accept on the listener as an
+    /// exclusive waiter and wakes the one at the head. A multishot stays
+    /// there, so the ring armed first takes every connection; a single-shot
+    /// leaves on its wake-up and is queued again at the tail when re-armed.
+    pub fn arm_accept_once(&mut self, listener: BorrowedFd<'_>) -> io::Result<bool> {
+        self.arm_accept_as(listener, false)
+    }
+
+    fn arm_accept_as(&mut self, listener: BorrowedFd<'_>, multishot: bool) -> io::Result<bool> {
         if self.accept != AcceptState::Idle {
             return Ok(false);
         }
         let seq = Token::next_generation(self.accept_seq);
-        let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
-            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-            .build();
+        let fd = types::Fd(listener.as_raw_fd());
+        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        let entry = if multishot {
+            opcode::AcceptMulti::new(fd).flags(flags).build()
+        } else {
+            opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(flags)
+                .build()
+        };
         self.start(
             encode(Kind::Accept, Token::new(0, seq)),
             entry,

@@ -2,7 +2,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -385,4 +385,59 @@ fn a_cancelled_hangup_poll_completes_with_ecanceled() {
     ring.cancel(Op::Poll, token).unwrap();
     let (_, result) = hangup(&mut ring);
     assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+}
+
+/// Two rings on one listener, as two worker processes have: `arm` on each,
+/// re-armed after every completion; returns how many of `n` connections each took.
+fn spread_between_two_rings(
+    n: usize,
+    arm: fn(&mut Ring, BorrowedFd<'_>) -> io::Result<bool>,
+) -> [usize; 2] {
+    let l = listener();
+    let mut rings = [
+        Ring::new(Config::default()).unwrap(),
+        Ring::new(Config::default()).unwrap(),
+    ];
+    for r in &mut rings {
+        arm(r, l.as_fd()).unwrap();
+        r.submit().unwrap();
+    }
+    let addr = l.local_addr().unwrap();
+    let mut took = [0; 2];
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(TcpStream::connect(addr).unwrap());
+        let give_up = Instant::now() + Duration::from_secs(2);
+        let mut got = false;
+        while !got {
+            assert!(Instant::now() < give_up, "a connection no ring accepted");
+            for (i, r) in rings.iter_mut().enumerate() {
+                let mut done = Vec::new();
+                r.complete(&mut done);
+                for c in done {
+                    if let Completion::Accepted { result: Ok(_), .. } = c {
+                        took[i] += 1;
+                        got = true;
+                    }
+                }
+                if r.accept_state() == AcceptState::Idle {
+                    arm(r, l.as_fd()).unwrap();
+                }
+                r.submit().unwrap();
+            }
+        }
+    }
+    took
+}
+
+#[test]
+fn single_shot_accepts_rotate_connections_between_rings_sharing_a_listener() {
+    let [a, b] = spread_between_two_rings(20, Ring::arm_accept_once);
+    assert!(
+        a >= 5 && b >= 5,
+        "single-shot accepts took {a} and {b} of 20"
+    );
+    // The negative arm: the multishot armed first takes them all.
+    let [a, b] = spread_between_two_rings(20, Ring::arm_accept);
+    assert!(a == 0 || b == 0, "multishot accepts took {a} and {b} of 20");
 }

@@ -1,7 +1,8 @@
-"""The supervisor's tests (test_workers.py, test_recycling.py): each response
-names the worker process that served it; /slow?s=SECONDS sleeps first, and
-notes its start in $M0_TEST_STARTS (one pid a line) so a test knows which
-workers hold one; /grow?mb=N keeps N MiB more for good (a leak), and
+"""The supervisor's tests (test_workers.py, test_workers_spread.py,
+test_recycling.py): each response names the worker process that served it;
+/slow?s=SECONDS sleeps first, and notes its start in $M0_TEST_STARTS (one pid
+a line) so a test knows which workers hold one; /busy?ms=MS spins holding the
+GIL (a CPU-bound view); /grow?mb=N keeps N MiB more for good (a leak), and
 /spike?mb=N&s=SECONDS holds N MiB for that long, then frees it (a burst)."""
 
 import os
@@ -20,6 +21,10 @@ def app(environ, start_response):
             with open(starts, "a") as f:
                 f.write(f"{os.getpid()}\n")
         time.sleep(float(query.get("s", ["1"])[0]))
+    elif path == "/busy":
+        end = time.perf_counter() + float(query.get("ms", ["1"])[0]) / 1000
+        while time.perf_counter() < end:
+            pass
     elif path == "/grow":
         # Written, not just reserved, so it is resident.
         _hoard.append(b"x" * (int(query["mb"][0]) << 20))
