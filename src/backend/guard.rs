@@ -87,13 +87,18 @@ impl<S> Guarded<S> {
     }
 }
 
-/// One log line for a caught panic (the panic hook has already printed where).
-fn report(payload: &(dyn Any + Send), what: &str) {
-    let message = payload
+/// The message a panic was raised with, when it has one (`panic!` with a
+/// literal or a formatted string).
+pub fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)");
+}
+
+/// One log line for a caught panic (the panic hook has already printed where).
+fn report(payload: &(dyn Any + Send), what: &str) {
+    let message = panic_message(payload).unwrap_or("(no message)");
     tracing::error!(
         "a connection's session panicked while {what}: {message}; closing that connection"
     );

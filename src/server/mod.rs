@@ -330,11 +330,7 @@ fn spawn_core(
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let msg = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into());
+    let msg = backend::guard::panic_message(panic).unwrap_or("a panic");
     format!("panicked: {msg}")
 }
 

@@ -7,7 +7,7 @@
 //! A replacement that fails (an edit that breaks the import) leaves the old
 //! workers serving and the watch running: the next good edit rolls again.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -100,8 +100,7 @@ impl Reload {
 
     /// The changed paths reported since the last call.
     pub fn take(&mut self) -> Vec<PathBuf> {
-        let mut sink = [0u8; 64];
-        while matches!(self.wake.read(&mut sink), Ok(n) if n > 0) {}
+        super::wakeup::drain(&mut self.wake);
         self.changed.try_iter().collect()
     }
 }

@@ -41,10 +41,16 @@ impl Wakeup {
 
     /// The signals that arrived since the last call (each once).
     pub fn take(&mut self) -> Vec<c_int> {
-        let mut sink = [0u8; 64];
-        while matches!(self.read.read(&mut sink), Ok(n) if n > 0) {}
+        drain(&mut self.read);
         self.signals.pending().collect()
     }
+}
+
+/// Empty a non-blocking wake socket, so that `poll` sleeps again until the
+/// next wake (the bytes carry nothing: the wake is the news).
+pub fn drain(wake: &mut UnixStream) {
+    let mut sink = [0u8; 64];
+    while matches!(wake.read(&mut sink), Ok(n) if n > 0) {}
 }
 
 /// `SIGTERM`, or `signal 42` for one without a name.
