@@ -27,6 +27,15 @@ pub fn rotate(shared: bool) -> bool {
     shared && std::env::var("M0_ACCEPT_ROTATE").map_or(true, |v| v.trim() != "0")
 }
 
+/// Whether a rotating io_uring accept is kept armed while the worker holds
+/// back, and the drain's cancel made up for (`M0_ACCEPT_KEEP_ARMED=0` turns
+/// both off, the negative arm: a cancel then strands a connection now and
+/// then, queued with no worker woken for it; see `Core::take_absorbed` in
+/// the uring backend).
+pub fn keep_armed() -> bool {
+    std::env::var("M0_ACCEPT_KEEP_ARMED").map_or(true, |v| v.trim() != "0")
+}
+
 /// Admissions per door per pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch(usize);

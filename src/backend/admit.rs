@@ -2,7 +2,7 @@
 //! goes (here, or handed to a sibling) and what it needs before it is served.
 
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use socket2::SockRef;
 
@@ -55,6 +55,37 @@ pub fn prepare(fd: BorrowedFd<'_>) -> io::Result<Peer> {
         }
         None => Ok(Peer::Unix),
     }
+}
+
+/// Accept one connection, non-blocking and close-on-exec.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: the listener is a valid descriptor for the call; null address
+    // pointers are allowed (the peer is looked up at admission).
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            flags,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Accept one connection, non-blocking and close-on-exec (no `accept4`:
+/// socket2 sets close-on-exec, the non-blocking flag costs a second call).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let (sock, _) = socket2::SockRef::from(&listener).accept()?;
+    sock.set_nonblocking(true)?;
+    Ok(sock.into())
 }
 
 #[cfg(test)]

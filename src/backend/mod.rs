@@ -239,8 +239,10 @@ impl Control {
     /// worker holds fewer connections than this process by more than
     /// [`tally::SLACK`]. Not accepting leaves the connection in the shared
     /// listener's queue for a sibling (an io_uring accept armed at the limit
-    /// would take one and hold it unserved); a door so held back is retried
-    /// as at the connection limit.
+    /// would take one and hold it unserved, so it is not armed again; one
+    /// already armed is left to take its one, see the uring backend's
+    /// `Core::take_absorbed`); a door so held back is retried as at the
+    /// connection limit.
     pub fn may_accept(&self) -> bool {
         self.connections.load(Ordering::Acquire) < self.max_connections
             && self.tally.as_ref().is_none_or(tally::Tally::may_accept)

@@ -15,7 +15,7 @@
 //! connection costs more than one re-registration.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use mio::event::Event;
@@ -358,7 +358,7 @@ impl<S: Service> Core<S> {
         if !self.ctx.control.may_accept() || !self.ctx.control.try_reserve() {
             return Step::Blocked;
         }
-        let fd = match accept(self.ctx.listener.as_fd()) {
+        let fd = match admit::accept(self.ctx.listener.as_fd()) {
             Ok(fd) => fd,
             Err(e) => {
                 self.ctx.control.release();
@@ -508,37 +508,6 @@ impl<S: Service> Core<S> {
             self.close(key);
         }
     }
-}
-
-/// Accept one connection, non-blocking and close-on-exec.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-    // SAFETY: the listener is a valid descriptor for the call; null address
-    // pointers are allowed (the peer is looked up at admission).
-    let fd = unsafe {
-        libc::accept4(
-            listener.as_raw_fd(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            flags,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: accept4 returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Accept one connection, non-blocking and close-on-exec (no `accept4`:
-/// socket2 sets close-on-exec, the non-blocking flag costs a second call).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let (sock, _) = socket2::SockRef::from(&listener).accept()?;
-    sock.set_nonblocking(true)?;
-    Ok(sock.into())
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ use std::time::Instant;
 use m0serve_uring::{recv_now, AcceptState, Completion, Config, Hangup, Op, Ring, Token, Waker};
 use socket2::SockRef;
 
-use super::accept::{Door, Step, RETRY_BLOCKED};
+use super::accept::{self, Door, Step, RETRY_BLOCKED};
 use super::admit;
 use super::guard::Guarded;
 use super::slab::{Key, Slab};
@@ -77,7 +77,6 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
     ctx.board
         .set_waker(ctx.index, Box::new(RingWake(ring.waker())));
     let mut core = Core {
-        ctx,
         service,
         ring,
         conns: Slab::default(),
@@ -86,10 +85,12 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
         listen_door: Door::default(),
         handoff_door: Door::default(),
         accept_paused_until: None,
+        keep_armed: ctx.rotate_accepts && accept::keep_armed(),
         draining: false,
         completions: Vec::new(),
         deferred: Vec::new(),
         spare: Vec::new(),
+        ctx,
     };
     let served = core.serve();
     core.close_all();
@@ -152,6 +153,9 @@ struct Core<S: Service> {
     handoff_door: Door,
     /// An accept error (EMFILE...) pauses the multishot until then.
     accept_paused_until: Option<Instant>,
+    /// A single-shot accept (shared listener) is never cancelled but by the
+    /// drain, whose cancel is made up for ([`Core::take_absorbed`]).
+    keep_armed: bool,
     /// Graceful shutdown began.
     draining: bool,
     completions: Vec<Completion>,
@@ -219,7 +223,11 @@ impl<S: Service> Core<S> {
                 // (or was refused to new clients), so it is this core's to
                 // answer, once, with `Connection: close`.
                 Ok(fd) => self.admit_draining(fd, now),
-                Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
+                    if self.draining && self.keep_armed {
+                        self.take_absorbed(now);
+                    }
+                }
                 // The listener was shut at the drain's start.
                 Err(_) if self.ctx.control.shutting_down() => {}
                 Err(e) => {
@@ -438,6 +446,8 @@ impl<S: Service> Core<S> {
 
     /// Keep the multishot accept armed while connections can be taken, and
     /// cancelled (connections wait in the kernel backlog) while they cannot.
+    /// A single-shot accept on a shared listener is only not armed again:
+    /// the one connection it may still take waits in `pending`.
     fn steer_accept(&mut self, now: Instant) -> io::Result<()> {
         match (self.wants_accept(now), self.ring.accept_state()) {
             // Also the re-arm after a completion without F_MORE (every
@@ -445,7 +455,10 @@ impl<S: Service> Core<S> {
             (true, AcceptState::Idle) => {
                 self.arm_accept()?;
             }
-            (false, AcceptState::Armed) => self.ring.cancel_accept()?,
+            // A single-shot accept is left to complete: cancelling it can lose
+            // a wake-up meant for a sibling worker ([`Core::take_absorbed`]);
+            // what it takes waits in `pending`, and it is not armed again.
+            (false, AcceptState::Armed) if !self.keep_armed => self.ring.cancel_accept()?,
             _ => {}
         }
         Ok(())
@@ -643,6 +656,28 @@ impl<S: Service> Core<S> {
         }
         self.listen_door.clear();
         self.handoff_door.clear();
+    }
+
+    /// The drain cancelled a single-shot accept on a listener shared with
+    /// sibling workers: take one queued connection, if any, in place of the
+    /// wake-up the accept may have absorbed.
+    ///
+    /// Accept waits on a listener are exclusive: the kernel wakes one waiter
+    /// per new connection. When the cancel lands after that wake-up but
+    /// before the accept ran (which, with DEFER_TASKRUN, waits for this
+    /// core's next wait), the accept ends cancelled, the connection stays
+    /// queued, and no sibling is woken for it: it would wait for the next
+    /// client to arrive. One wake-up is at stake, so one connection is taken;
+    /// one a sibling was also woken for costs that sibling an empty accept.
+    fn take_absorbed(&mut self, now: Instant) {
+        match admit::accept(self.ctx.listener.as_fd()) {
+            Ok(fd) => self.admit_draining(fd, now),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => tracing::debug!(
+                core = self.ctx.index,
+                "accept after the drain's cancel: {e}"
+            ),
+        }
     }
 
     /// Admit a connection accepted after the drain began (its session is told
