@@ -67,5 +67,5 @@ for t in "${targets[@]}"; do
 done
 
 echo "==> fuzz summary"
-printf '%s\n' "${summary[@]}"
+printf '  %s\n' "${summary[@]}"  # indented: tests/run.sh collects the unindented lines above
 exit $status
