@@ -181,6 +181,21 @@ def test_auto_falls_back_to_portable_with_one_line_under_a_filter_refusing_io_ur
         stop_cleanly(server)
 
 
+def test_auto_falls_back_with_one_line_for_all_workers(helper: Path, tmp_path: Path) -> None:
+    """The supervisor decides once: its workers run portable without probing
+    and logging again (two workers, one line)."""
+    server = serve_under(helper, refusing_uring(tmp_path), "--backend=auto", "--workers=2")
+    try:
+        server.wait_for(r"supervisor .*: 2 worker\(s\) ready", 20)
+        listening = [line for line in server.output.splitlines() if "listening on" in line]
+        assert len(listening) == 2 and all("(portable backend" in line for line in listening), server.output
+        assert_served_by_app(server)
+        fallback = [line for line in server.output.splitlines() if "io_uring is not available" in line]
+        assert len(fallback) == 1, server.output
+    finally:
+        stop_cleanly(server)
+
+
 def test_uring_exits_1_naming_eperm_under_a_filter_refusing_io_uring(helper: Path, tmp_path: Path) -> None:
     done = run_under(helper, refusing_uring(tmp_path), "--uring")
     assert done.returncode == 1, (done.returncode, done.stderr)
