@@ -29,6 +29,7 @@ from typing import Iterable, List, Optional
 
 import pytest
 
+from conftest import backends
 from helpers import APPS, Server, child_env, m0serve_command, stop_cleanly
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,6 +74,14 @@ def helper(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pytest.fail(f"{why}; .ci/run installs it, so CI must run these tests")
         pytest.skip(why)
     return built
+
+
+@pytest.fixture
+def uring_here(request: pytest.FixtureRequest) -> None:
+    """The arms that need io_uring to work outside the filter: skipped where
+    the machine itself refuses it (tests/run.sh then tests portable only)."""
+    if "uring" not in backends(request.config):
+        pytest.skip("io_uring is not tested here (the backends under test exclude uring)")
 
 
 def kernel_at_least(version: str) -> bool:
@@ -203,7 +212,7 @@ def test_uring_exits_1_naming_eperm_under_a_filter_refusing_io_uring(helper: Pat
     assert "listening on" not in done.stdout + done.stderr
 
 
-def test_uring_serves_under_the_deploy_profile(helper: Path, tmp_path: Path) -> None:
+def test_uring_serves_under_the_deploy_profile(helper: Path, tmp_path: Path, uring_here: None) -> None:
     rules = write_rules(tmp_path, profile_rules(json.loads(PROFILE.read_text())))
     server = serve_under(helper, rules, "--uring")
     try:
@@ -214,7 +223,9 @@ def test_uring_serves_under_the_deploy_profile(helper: Path, tmp_path: Path) -> 
         stop_cleanly(server)
 
 
-def test_uring_exits_1_under_the_deploy_profile_without_its_io_uring_entry(helper: Path, tmp_path: Path) -> None:
+def test_uring_exits_1_under_the_deploy_profile_without_its_io_uring_entry(
+    helper: Path, tmp_path: Path, uring_here: None
+) -> None:
     """The negative arm: the runtimes' default profile alone refuses io_uring
     (its default action, EPERM), so the profile's addition is what matters,
     and the rest of the filter is not what lets m0serve serve."""
