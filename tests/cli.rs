@@ -170,6 +170,37 @@ fn auto_falls_back_to_portable_with_one_line_when_io_uring_is_refused() {
 }
 
 #[test]
+fn auto_falls_back_with_one_line_for_all_workers() {
+    // The supervisor probes once; its workers run portable without probing
+    // (and logging) again. Before, each worker logged the fallback itself.
+    let server = Server::builder()
+        .env("M0_URING_DISABLED", "1")
+        .args(["--backend", "auto", "--workers", "2", "--cores", "1"])
+        .start();
+    assert!(
+        server
+            .wait_for_line(|l| l.contains("2 worker(s) ready"), Duration::from_secs(10))
+            .is_some(),
+        "both workers ready"
+    );
+    let lines = server.lines();
+    let listening: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("listening on"))
+        .collect();
+    assert_eq!(listening.len(), 2, "{lines:#?}");
+    assert!(
+        listening.iter().all(|l| l.contains("(portable backend")),
+        "{listening:#?}"
+    );
+    let warnings = lines
+        .iter()
+        .filter(|l| l.contains("io_uring is not available"));
+    assert_eq!(warnings.count(), 1, "one line for the server: {lines:#?}");
+    assert_eq!(server.get(HEALTH).status, 200);
+}
+
+#[test]
 fn uring_refuses_to_fall_back_and_says_why() {
     for args in [&["--uring"][..], &["--backend", "uring"][..]] {
         let done = Server::builder()

@@ -6,7 +6,8 @@
 # tests/python/requirements.txt, and the pytest suite on both backends; the
 # Autobahn|Testsuite WebSocket fuzzer (tests/autobahn.sh) on both backends,
 # against an ASGI echo app served by the newest leg's m0serve; the fuzz
-# corpus replayed and each AFL++ fuzz target run for 45 s (fuzz/); then clippy
+# corpus replayed and each AFL++ fuzz target run for 45 s (fuzz/); deploy/'s
+# manifests, Dockerfile and YAML linted (tests/deploy_lint.sh); then clippy
 # (with and without the python feature, and of fuzz/) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
 # any failed. Usage: bash tests/run.sh
@@ -211,6 +212,11 @@ else
     echo "!!! cargo-afl not installed (cargo install cargo-afl): SKIPPING the fuzzers" >&2
     summary+=("SKIPPED: the fuzzers (cargo-afl not installed)")
 fi
+
+# deploy/: the manifests against the Kubernetes schemas, the Dockerfile
+# (hadolint), the YAML (yamllint); no image is built, no cluster reached
+# (deploy/README.md says what that leaves unchecked).
+step "deploy lint" timeout 300 bash tests/deploy_lint.sh "${newest_python:-python3}"
 
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings

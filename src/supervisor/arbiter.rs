@@ -51,6 +51,8 @@ struct Slot {
 pub struct Arbiter<'a> {
     relaunch: Relaunch,
     shares: Vec<crate::server::cpus::Worker>,
+    /// [`Plan::portable`].
+    portable: bool,
     listener: &'a Listener,
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
@@ -88,6 +90,7 @@ impl<'a> Arbiter<'a> {
         Ok(Arbiter {
             relaunch: plan.relaunch.clone(),
             shares: plan.shares.clone(),
+            portable: plan.portable,
             listener,
             lifeline: worker::pipe()?,
             tally: share_tally(),
@@ -156,6 +159,7 @@ impl<'a> Arbiter<'a> {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
             tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
+            portable: self.portable,
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);

@@ -38,6 +38,9 @@ pub const CPUS: &str = "M0SERVE_WORKER_CPUS";
 
 /// The requests this worker serves before it asks to be recycled.
 pub const REQUESTS: &str = "M0SERVE_WORKER_MAX_REQUESTS";
+/// `portable`: the supervisor's `--backend auto` found io_uring refused and
+/// said so; the worker runs portable without probing (and logging) again.
+pub const BACKEND: &str = "M0SERVE_WORKER_BACKEND";
 
 /// Written on the status pipe when the worker is ready.
 pub const READY: u8 = b'R';
@@ -53,6 +56,8 @@ pub struct Link {
     share: Option<cpus::Worker>,
     /// Its `--workers-max-requests` (with the jitter drawn), if any.
     max_requests: Option<u64>,
+    /// [`BACKEND`] was `portable`.
+    portable: bool,
     listener: OwnedFd,
     status: File,
     lifeline: OwnedFd,
@@ -92,10 +97,16 @@ pub fn from_env() -> Result<Option<Link>, String> {
         ),
         None => None,
     };
+    let portable = match take_var(BACKEND).as_deref() {
+        None => false,
+        Some("portable") => true,
+        Some(other) => return Err(format!("{BACKEND}={other} is not `portable`")),
+    };
     Ok(Some(Link {
         number,
         share,
         max_requests,
+        portable,
         listener: fd(LISTENER_FD)?,
         status: File::from(fd(STATUS_FD)?),
         lifeline: fd(LIFELINE_FD)?,
@@ -142,6 +153,9 @@ impl Link {
             options.cpu_share = Some(share);
         }
         watch(self.lifeline);
+        if self.portable {
+            options.backend = crate::backend::Choice::Portable;
+        }
         options.inherited = Some(self.listener);
         options.tally = self.tally.and_then(|fd| {
             crate::backend::tally::Tally::map(&fd)

@@ -47,6 +47,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::backend::{self, Choice, Kind};
 use crate::cli::Supervision;
 use crate::server::{cpus, listener, Listen, Options};
 
@@ -70,6 +71,10 @@ pub struct Plan {
     pub shares: Vec<cpus::Worker>,
     pub recycle: recycle::Recycle,
     pub reload: Option<reload::Watch>,
+    /// `--backend auto` found io_uring refused: the supervisor logged the
+    /// fallback once, and its workers run portable without probing again
+    /// (one line per server, not one per worker).
+    pub portable: bool,
 }
 
 impl Plan {
@@ -83,8 +88,15 @@ impl Plan {
             shares: cpu_shares(supervision.workers, options.cores),
             recycle: supervision.recycle.clone(),
             reload: supervision.reload.clone(),
+            portable: auto_falls_back(options.backend),
         }
     }
+}
+
+/// Whether `--backend auto` falls back here; [`backend::select`] logs why.
+/// `--uring` is left to the workers, the first of which exits with the error.
+fn auto_falls_back(choice: Choice) -> bool {
+    choice == Choice::Auto && matches!(backend::select(choice), Ok(Kind::Portable))
 }
 
 /// Each worker's core threads and CPUs, logged once: with several workers,

@@ -25,6 +25,8 @@ pub struct Inherit<'a> {
     pub listener: BorrowedFd<'a>,
     pub lifeline: BorrowedFd<'a>,
     pub tally: Option<BorrowedFd<'a>>,
+    /// Run the portable backend without probing io_uring ([`super::Plan::portable`]).
+    pub portable: bool,
 }
 
 pub struct Worker {
@@ -81,6 +83,9 @@ impl Worker {
         }
         if let Some(n) = max_requests {
             command.env(link::REQUESTS, n.to_string());
+        }
+        if inherit.portable {
+            command.env(link::BACKEND, "portable");
         }
         let supervisor = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs in the child between fork and exec and
