@@ -256,7 +256,9 @@ impl<'a> Arbiter<'a> {
             self.step_queue();
             return;
         }
-        let w = slot.worker.as_ref().expect("a ready worker");
+        // Before the log lines, so that whoever reads them finds the flag set.
+        self.publish_readiness();
+        let w = self.slots[index].worker.as_ref().expect("a ready worker");
         tracing::info!("worker {} (pid {}) ready", w.number, w.pid());
         if self.booting
             && self
@@ -330,6 +332,8 @@ impl<'a> Arbiter<'a> {
     /// it was failing.
     fn on_exit(&mut self, index: usize, w: Worker, status: std::process::ExitStatus, now: Instant) {
         let (number, pid, why) = (w.number, w.pid(), describe(status));
+        // Its slot is empty: not ready, before the log line says why.
+        self.publish_readiness();
         if self.stopping.is_some() {
             tracing::info!("worker {number} (pid {pid}) stopped: {why}");
             return;
@@ -406,13 +410,13 @@ impl<'a> Arbiter<'a> {
                 );
                 self.stop(signal);
             } else {
+                self.drain_at = Some((Instant::now() + self.shutdown_delay, signal));
+                self.publish_readiness();
                 tracing::info!(
                     "{name}: shutdown delay of {:?}: readiness answers 503, the workers serve on, then drain (graceful timeout {:?}); {name} again drains now",
                     self.shutdown_delay,
                     self.graceful
                 );
-                self.drain_at = Some((Instant::now() + self.shutdown_delay, signal));
-                self.publish_readiness();
             }
             return;
         }
