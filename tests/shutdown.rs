@@ -212,7 +212,7 @@ fn a_fresh_connection_at_the_drain_gets_its_request_answered() {
 #[test]
 fn the_shutdown_delay_serves_on_with_503_on_the_ready_path_then_refuses() {
     let delay = Duration::from_secs(2);
-    let (mut server, _dir) = with_big_file(&[
+    let (server, _dir) = with_big_file(&[
         "--graceful-timeout",
         "30",
         "--ready-path",
