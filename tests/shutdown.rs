@@ -204,3 +204,53 @@ fn a_fresh_connection_at_the_drain_gets_its_request_answered() {
         .expect("no exit after the fresh connections ended");
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// `--shutdown-delay` (issue 12, point 3), on the pure binary: for the
+/// delay after SIGTERM the ready path says 503 while new and kept-alive
+/// connections are served as usual; then the listener is shut. The test
+/// above is its negative arm (no delay: refused within 100 ms).
+#[test]
+fn the_shutdown_delay_serves_on_with_503_on_the_ready_path_then_refuses() {
+    let delay = Duration::from_secs(2);
+    let (server, _dir) = with_big_file(&[
+        "--graceful-timeout",
+        "30",
+        "--ready-path",
+        "/readyz",
+        "--shutdown-delay",
+        "2",
+    ]);
+    let Addr::Tcp(addr) = server.addr().clone() else {
+        panic!("the test server listens on TCP");
+    };
+    assert_eq!(server.get("/readyz").status, 200);
+    let mut kept = server.connect();
+    assert_eq!(kept.request("GET", HEALTH, &[]).status, 200);
+    let _download = stalled_download(&server);
+    let start = Instant::now();
+    server.signal(libc::SIGTERM);
+    server
+        .wait_for_line(|l| l.contains("shutdown delay of"), TIMEOUT)
+        .unwrap_or_else(|| panic!("no delay line\n{}", server.dump()));
+    assert_eq!(server.get("/readyz").status, 503);
+    assert_eq!(server.get(HEALTH).status, 200);
+    let again = kept.request("GET", HEALTH, &[]);
+    assert!(again.status == 200 && !again.connection_has("close"));
+    assert!(
+        start.elapsed() < delay,
+        "the checks outlasted the delay: inconclusive"
+    );
+    let refused_after = loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break start.elapsed(),
+            _ if start.elapsed() > delay + Duration::from_secs(3) => {
+                panic!("connections still accepted 3 s after the delay")
+            }
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    assert!(
+        refused_after >= delay,
+        "refused {refused_after:?} after SIGTERM, within the {delay:?} delay"
+    );
+}

@@ -13,9 +13,11 @@ pub mod admit;
 pub mod guard;
 pub mod held;
 pub mod portable;
+pub mod ready_flag;
 pub mod select;
 pub mod sendfile;
 pub mod share;
+pub mod shared_page;
 pub mod slab;
 pub mod tally;
 #[cfg(test)]

@@ -19,9 +19,10 @@
 //! `M0_ACCEPT_BALANCE=0` makes the supervisor share no tally: the negative arm.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use super::shared_page::{self, Page};
 
 /// Worker processes the tally can hold; more take no slot (and so are
 /// neither held back nor hold others back).
@@ -42,16 +43,10 @@ struct Slot {
 
 /// This process's view of the shared page.
 pub struct Tally {
-    slots: NonNull<Slot>,
+    page: Page,
     /// The slot this process holds; `usize::MAX` while none.
     mine: AtomicUsize,
 }
-
-// SAFETY: the mapping is only read and written through atomics, and lives
-// until the Tally is dropped.
-unsafe impl Send for Tally {}
-// SAFETY: as above.
-unsafe impl Sync for Tally {}
 
 /// Whether the supervisor should share a tally (`M0_ACCEPT_BALANCE`, default on).
 pub fn enabled() -> bool {
@@ -59,59 +54,23 @@ pub fn enabled() -> bool {
 }
 
 /// A new, zeroed tally page, as a descriptor for workers to inherit.
-#[cfg(not(target_os = "linux"))]
 pub fn create() -> io::Result<OwnedFd> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "no memfd on this system",
-    ))
-}
-
-/// A new, zeroed tally page, as a descriptor for workers to inherit.
-#[cfg(target_os = "linux")]
-pub fn create() -> io::Result<OwnedFd> {
-    // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
-    let raw = unsafe { libc::memfd_create(c"m0serve-tally".as_ptr(), libc::MFD_CLOEXEC) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: ftruncate on the descriptor just created; it zero-fills.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), SIZE as libc::off_t) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
+    shared_page::create(c"m0serve-tally", SIZE)
 }
 
 impl Tally {
     /// Map the tally page `fd` names (from [`create`]).
     pub fn map(fd: &OwnedFd) -> io::Result<Tally> {
-        // SAFETY: a shared read-write mapping of a descriptor at least SIZE
-        // long (create sized it); the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                SIZE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         Ok(Tally {
-            slots: NonNull::new(p.cast()).expect("mmap returned a mapping"),
+            page: Page::map(fd, SIZE)?,
             mine: AtomicUsize::new(usize::MAX),
         })
     }
 
     fn slots(&self) -> &[Slot] {
-        // SAFETY: the mapping holds SLOTS slots, zero-initialised (a valid
-        // AtomicU32 pair), and outlives &self.
-        unsafe { std::slice::from_raw_parts(self.slots.as_ptr(), SLOTS) }
+        // SAFETY: the page holds SLOTS slots, zero-initialised (a valid
+        // AtomicU32 pair), page-aligned, and outlives &self.
+        unsafe { std::slice::from_raw_parts(self.page.start().as_ptr().cast::<Slot>(), SLOTS) }
     }
 
     /// Take a free slot for this process, holding `connections`.
@@ -179,13 +138,6 @@ impl Tally {
                 || s.pid.load(Ordering::Acquire) == 0
                 || s.connections.load(Ordering::Relaxed) + SLACK >= mine
         })
-    }
-}
-
-impl Drop for Tally {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping made in `map`, used by nothing after.
-        unsafe { libc::munmap(self.slots.as_ptr().cast(), SIZE) };
     }
 }
 

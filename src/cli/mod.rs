@@ -80,6 +80,8 @@ pub struct Supervision {
     pub recycle: crate::supervisor::recycle::Recycle,
     /// `--reload`: what to watch.
     pub reload: Option<crate::supervisor::reload::Watch>,
+    /// `--shutdown-delay`: readiness is 503 this long before the drain.
+    pub shutdown_delay: std::time::Duration,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -224,6 +226,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
             pid_file: workers.pid_file,
             recycle: recycle.recycle(),
             reload,
+            shutdown_delay: server.shutdown_delay,
         },
     })
 }

@@ -1,4 +1,4 @@
-//! Flags of the Rust-native routes: the health path and static mounts.
+//! Flags of the Rust-native routes: the health and ready paths, static mounts.
 
 use std::path::PathBuf;
 
@@ -12,6 +12,10 @@ pub(super) struct RouteArgs {
     /// Answer GET/HEAD on this path with 200 "OK", without the application.
     #[arg(long, env = "M0SERVE_HEALTH_PATH", value_name = "PATH")]
     health_path: Option<String>,
+
+    /// Answer GET/HEAD on this path with 200 once every worker is ready, 503 while not or while shutting down, without the application.
+    #[arg(long, env = "M0SERVE_READY_PATH", value_name = "PATH")]
+    ready_path: Option<String>,
 
     /// URL prefix of a static mount; pairs, in order, with --static-path-mount (repeatable).
     #[arg(long, env = "M0SERVE_STATIC_PATH_ROUTE", value_name = "ROUTE")]
@@ -34,6 +38,7 @@ impl RouteArgs {
             )));
         }
         Router::new(self.health_path, routes.into_iter().zip(dirs).collect())
+            .and_then(|router| router.with_ready_path(self.ready_path))
             .map_err(|e| CliError::Usage(e.to_string()))
     }
 }

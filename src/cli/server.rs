@@ -46,6 +46,10 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_GRACEFUL_TIMEOUT", value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub(super) graceful_timeout: Duration,
 
+    /// Seconds after SIGTERM/SIGINT that readiness answers 503 while serving on as usual, before the drain (and --graceful-timeout) begins; the signal again drains at once.
+    #[arg(long, env = "M0SERVE_SHUTDOWN_DELAY", value_name = "SECONDS", default_value = "0", value_parser = parse_seconds)]
+    pub(super) shutdown_delay: Duration,
+
     /// Log level (RUST_LOG, when set, overrides it).
     #[arg(long, env = "M0SERVE_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
     pub(super) log_level: LogLevel,

@@ -82,6 +82,7 @@ fn defaults() {
             pid_file: None,
             recycle: Default::default(),
             reload: None,
+            shutdown_delay: Duration::ZERO,
         }
     );
     assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
@@ -101,13 +102,18 @@ fn defaults() {
 #[test]
 fn flags() {
     let Invocation {
-        options, log_level, ..
+        options,
+        log_level,
+        supervision,
+        ..
     } = ok(&[
         "--host=0.0.0.0",
         "--port=0",
         "--cores=3",
         "--backend=portable",
         "--health-path=/healthz",
+        "--ready-path=/readyz",
+        "--shutdown-delay=1.5",
         "--max-body-size=10M",
         "--header-read-timeout=0.25",
         "--keep-alive-timeout=1",
@@ -130,6 +136,11 @@ fn flags() {
         options.router.route(&get("/healthz")).map(|r| r.status),
         Some(200)
     );
+    assert_eq!(
+        options.router.route(&get("/readyz")).map(|r| r.status),
+        Some(200)
+    );
+    assert_eq!(supervision.shutdown_delay, Duration::from_millis(1500));
 }
 
 #[test]
@@ -162,6 +173,8 @@ fn environment_variables_are_read_and_flags_win() {
     let env = [
         ("M0SERVE_PORT", "9001"),
         ("M0SERVE_HEALTH_PATH", "/hz"),
+        ("M0SERVE_READY_PATH", "/rz"),
+        ("M0SERVE_SHUTDOWN_DELAY", "3"),
         ("M0SERVE_BACKEND", "portable"),
         ("M0SERVE_CORES", "2"),
         ("M0SERVE_MAX_BODY_SIZE", "4K"),
@@ -169,7 +182,10 @@ fn environment_variables_are_read_and_flags_win() {
         ("M0SERVE_LOG_LEVEL", "debug"),
     ];
     let Ok(Invocation {
-        options, log_level, ..
+        options,
+        log_level,
+        supervision,
+        ..
     }) = parse_env(&[], &env)
     else {
         panic!("env parse failed")
@@ -179,6 +195,11 @@ fn environment_variables_are_read_and_flags_win() {
         options.router.route(&get("/hz")).map(|r| r.status),
         Some(200)
     );
+    assert_eq!(
+        options.router.route(&get("/rz")).map(|r| r.status),
+        Some(200)
+    );
+    assert_eq!(supervision.shutdown_delay, Duration::from_secs(3));
     assert_eq!(options.backend, Choice::Portable);
     assert_eq!(options.cores, Some(2));
     assert_eq!(options.limits.max_body, 4096);
@@ -311,6 +332,9 @@ fn bad_router_configuration_is_a_usage_error() {
         "{message}"
     );
     assert!(usage(&["--health-path", "healthz"]).contains("must start with '/'"));
+    assert!(usage(&["--ready-path", "readyz"]).contains("must start with '/'"));
+    assert!(usage(&["--health-path=/h", "--ready-path=/h"]).contains("health path too"));
+    assert!(usage(&["--shutdown-delay=-1"]).contains("non-negative"));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Rust-native routes, answered on the core thread with no Python: a health
-//! path and static files.
+//! path, a ready path and static files.
 //!
 //! A liveness probe must answer even while every Python thread is busy, and
 //! static files are cheaper to send from the core thread (zero-copy, see
@@ -11,14 +11,17 @@
 
 mod health;
 pub mod mime;
+mod ready;
 mod static_files;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::http::RequestHead;
 use crate::reply::Reply;
 
+pub use ready::Readiness;
 use static_files::Mount;
 
 /// The Rust-native routes of one server, built once and shared by the core threads.
@@ -26,6 +29,8 @@ use static_files::Mount;
 pub struct Router {
     /// Answered with 200 "OK" on GET and HEAD.
     health: Option<String>,
+    /// Answered with 200 or 503 ([`ready`]), and what it answers from.
+    ready: Option<(String, Arc<Readiness>)>,
     /// Longest route first, so `/static/img` wins over `/static`.
     mounts: Vec<Mount>,
 }
@@ -67,8 +72,28 @@ impl Router {
         built.sort_by_key(|m| std::cmp::Reverse(m.route().len()));
         Ok(Router {
             health: health_path,
+            ready: None,
             mounts: built,
         })
+    }
+
+    /// This router with a ready path (None: none), which must not be the health path.
+    pub fn with_ready_path(mut self, ready_path: Option<String>) -> Result<Router, ConfigError> {
+        if let Some(path) = &ready_path {
+            check_route("ready path", path)?;
+            if self.health.as_ref() == Some(path) {
+                return Err(ConfigError(format!(
+                    "ready path '{path}' is the health path too; they answer different questions"
+                )));
+            }
+        }
+        self.ready = ready_path.map(|path| (path, Arc::default()));
+        Ok(self)
+    }
+
+    /// What the ready path answers from, when there is one.
+    pub fn readiness(&self) -> Option<Arc<Readiness>> {
+        self.ready.as_ref().map(|(_, r)| r.clone())
     }
 
     /// The answer to `head` if one of these routes owns its path, else `None`.
@@ -76,6 +101,9 @@ impl Router {
         let path = head.path();
         if self.health.as_deref() == Some(path) {
             return Some(health::answer(head));
+        }
+        if let Some((_, readiness)) = self.ready.as_ref().filter(|(p, _)| p == path) {
+            return Some(ready::answer(head, readiness));
         }
         self.mounts
             .iter()
@@ -223,6 +251,46 @@ mod tests {
     }
 
     #[test]
+    fn ready_answers_for_itself_until_its_drain_then_for_the_shared_flag() {
+        let router = Router::new(Some("/healthz".into()), vec![])
+            .unwrap()
+            .with_ready_path(Some("/readyz".into()))
+            .unwrap();
+        let status = |method| {
+            router
+                .route(&request(method, "/readyz", &[]))
+                .unwrap()
+                .status
+        };
+        let readiness = router.readiness().unwrap();
+        assert_eq!((status("GET"), status("HEAD")), (200, 200));
+        readiness.drain();
+        assert_eq!((status("GET"), status("HEAD")), (503, 503));
+        let reply = router.route(&request("GET", "/readyz", &[])).unwrap();
+        assert_eq!(header(&reply, "Cache-Control"), Some("no-store"));
+        assert_eq!(status("POST"), 405);
+        // The health path is not the ready path: a draining server is alive.
+        let health = router.route(&request("GET", "/healthz", &[])).unwrap();
+        assert_eq!(health.status, 200);
+        #[cfg(target_os = "linux")]
+        {
+            use crate::backend::ready_flag::{self, ReadyFlag};
+            let fd = ready_flag::create().unwrap();
+            let supervisor = ReadyFlag::map(&fd).unwrap();
+            readiness.share(ReadyFlag::map(&fd).unwrap());
+            assert_eq!(status("GET"), 503, "the shared flag starts cleared");
+            supervisor.set(true);
+            assert_eq!(
+                status("GET"),
+                200,
+                "the supervisor's word wins over the drain"
+            );
+            supervisor.set(false);
+            assert_eq!(status("GET"), 503);
+        }
+    }
+
+    #[test]
     fn other_paths_are_not_ours() {
         let dir = TempDir::new("router-none");
         let router = router_with(&dir);
@@ -308,6 +376,17 @@ mod tests {
 
         let err = Router::new(Some("/h?x".into()), vec![]).unwrap_err();
         assert!(err.to_string().contains("must not contain"), "{err}");
+
+        let with_ready = |health: &str, ready: &str| {
+            Router::new(Some(health.into()), vec![])
+                .unwrap()
+                .with_ready_path(Some(ready.into()))
+                .unwrap_err()
+        };
+        let err = with_ready("/h", "readyz");
+        assert!(err.to_string().contains("ready path"), "{err}");
+        let err = with_ready("/h", "/h");
+        assert!(err.to_string().contains("health path too"), "{err}");
 
         let twice = vec![
             ("/s".into(), dir.path().into()),

@@ -120,6 +120,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
     let hook = options.phase_hook.take();
     let control = Arc::new(Control::new(options.max_connections).with_tally(options.tally.take()));
     let graceful = options.graceful_timeout;
+    let readiness = options.router.readiness();
 
     let server = Arc::new(match &listener.addr {
         listener::Address::Tcp(addr) => ServerAddr::Tcp {
@@ -157,16 +158,21 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         kind,
         batch,
         control,
-        Lifecycle { graceful, hook },
+        Lifecycle {
+            graceful,
+            hook,
+            readiness,
+        },
         Arc::new(core_main),
     )
 }
 
-/// How the server's life is told and ended: its graceful timeout, and who
-/// hears of its phases.
+/// How the server's life is told and ended: its graceful timeout, who
+/// hears of its phases, and the ready path's state, told of the drain.
 struct Lifecycle {
     graceful: Duration,
     hook: Option<PhaseHook>,
+    readiness: Option<Arc<crate::routes::Readiness>>,
 }
 
 /// The CPU of each core thread of this (single) process, logging how many
@@ -224,7 +230,11 @@ fn serve(
     lifecycle: Lifecycle,
     core_main: CoreMain,
 ) -> io::Result<i32> {
-    let Lifecycle { graceful, mut hook } = lifecycle;
+    let Lifecycle {
+        graceful,
+        mut hook,
+        readiness,
+    } = lifecycle;
     let mut tell = |phase| {
         if let Some(hook) = hook.as_mut() {
             hook(phase);
@@ -280,6 +290,9 @@ fn serve(
         }
     }
     control.shut_down(Instant::now() + graceful);
+    if let Some(readiness) = &readiness {
+        readiness.drain();
+    }
     // After the flag, so that a supervisor that shuts the shared listener on
     // hearing this finds the cores expecting their accepts to fail.
     tell(Phase::Draining);
@@ -397,6 +410,7 @@ mod tests {
                 Lifecycle {
                     graceful: grace,
                     hook: None,
+                    readiness: None,
                 },
                 core_main,
             )
@@ -450,6 +464,7 @@ mod tests {
                 Lifecycle {
                     graceful: grace,
                     hook: None,
+                    readiness: None,
                 },
                 core_main,
             )

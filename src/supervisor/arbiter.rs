@@ -23,6 +23,7 @@ use super::reload::{Reload, DEBOUNCE};
 use super::wakeup::{self, Wakeup};
 use super::worker::{self, describe, Inherit, Worker};
 use super::{backoff, rss, Plan, Relaunch};
+use crate::backend::ready_flag::{self, ReadyFlag};
 use crate::backend::tally::{self, Tally};
 use crate::server::listener::Listener;
 
@@ -60,6 +61,13 @@ pub struct Arbiter<'a> {
     /// The workers' connection tally: its descriptor for them to inherit,
     /// and the supervisor's own map of it, to free a dead worker's slot.
     tally: Option<(OwnedFd, Tally)>,
+    /// The readiness flag (with `--ready-path`): its descriptor for the
+    /// workers, and the supervisor's map of it, which it alone writes.
+    ready: Option<(OwnedFd, ReadyFlag)>,
+    /// What the flag says now (to log its changes).
+    published: bool,
+    /// Every slot has held a ready worker at once: the start is over.
+    came_up: bool,
     wakeup: Wakeup,
     slots: Vec<Slot>,
     retired: Vec<Worker>,
@@ -76,6 +84,10 @@ pub struct Arbiter<'a> {
     booting: bool,
     /// Set when stopping: the moment left-over workers are killed.
     stopping: Option<Instant>,
+    /// During the shutdown delay: when the drain begins, and the signal
+    /// that asked for it (passed on to the workers then).
+    drain_at: Option<(Instant, c_int)>,
+    shutdown_delay: Duration,
     graceful: Duration,
     status: i32,
 }
@@ -94,6 +106,9 @@ impl<'a> Arbiter<'a> {
             listener,
             lifeline: worker::pipe()?,
             tally: share_tally(),
+            ready: plan.ready_flag.then(share_ready_flag).flatten(),
+            published: false,
+            came_up: false,
             wakeup,
             slots: (0..plan.workers).map(|_| Slot::default()).collect(),
             retired: Vec::new(),
@@ -106,6 +121,8 @@ impl<'a> Arbiter<'a> {
             changed: Vec::new(),
             booting: true,
             stopping: None,
+            drain_at: None,
+            shutdown_delay: plan.shutdown_delay,
             graceful: plan.graceful_timeout,
             status: 0,
         })
@@ -135,6 +152,8 @@ impl<'a> Arbiter<'a> {
             self.sample_rss();
             self.queue_recycles();
             self.reload_due();
+            self.drain_due();
+            self.publish_readiness();
             if let Some(deadline) = self.stopping {
                 if self.live().next().is_none() {
                     return self.status;
@@ -159,6 +178,7 @@ impl<'a> Arbiter<'a> {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
             tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
+            ready: self.ready.as_ref().map(|(fd, _)| fd.as_fd()),
             portable: self.portable,
         };
         let share =
@@ -193,6 +213,7 @@ impl<'a> Arbiter<'a> {
             .iter()
             .filter_map(|s| s.respawn_at)
             .chain(self.stopping)
+            .chain(self.drain_at.map(|(at, _)| at))
             .chain(self.recycles_at())
             .chain(self.recycle.max_rss.map(|_| self.next_rss))
             .chain(self.reload_at.filter(|_| !self.booting && !self.rolling))
@@ -242,7 +263,9 @@ impl<'a> Arbiter<'a> {
             self.step_queue();
             return;
         }
-        let w = slot.worker.as_ref().expect("a ready worker");
+        // Before the log lines, so that whoever reads them finds the flag set.
+        self.publish_readiness();
+        let w = self.slots[index].worker.as_ref().expect("a ready worker");
         tracing::info!("worker {} (pid {}) ready", w.number, w.pid());
         if self.booting
             && self
@@ -316,6 +339,8 @@ impl<'a> Arbiter<'a> {
     /// it was failing.
     fn on_exit(&mut self, index: usize, w: Worker, status: std::process::ExitStatus, now: Instant) {
         let (number, pid, why) = (w.number, w.pid(), describe(status));
+        // Its slot is empty: not ready, before the log line says why.
+        self.publish_readiness();
         if self.stopping.is_some() {
             tracing::info!("worker {number} (pid {pid}) stopped: {why}");
             return;
@@ -376,16 +401,37 @@ impl<'a> Arbiter<'a> {
     fn on_signal(&mut self, signal: c_int) {
         let name = wakeup::name(signal);
         if signal == SIGTERM || signal == SIGINT {
-            if self.stopping.is_none() {
+            if self.stopping.is_some() {
+                return;
+            }
+            if self.drain_at.is_some() {
+                tracing::info!(
+                    "{name} again: the shutdown delay is cut short: stopping the workers (graceful timeout {:?})",
+                    self.graceful
+                );
+                self.stop(signal);
+            } else if self.shutdown_delay.is_zero() {
                 tracing::info!(
                     "{name}: stopping the workers (graceful timeout {:?})",
                     self.graceful
                 );
                 self.stop(signal);
+            } else {
+                self.drain_at = Some((Instant::now() + self.shutdown_delay, signal));
+                self.publish_readiness();
+                tracing::info!(
+                    "{name}: shutdown delay of {:?}: readiness answers 503, the workers serve on, then drain (graceful timeout {:?}); {name} again drains now",
+                    self.shutdown_delay,
+                    self.graceful
+                );
             }
             return;
         }
-        if self.stopping.is_some() || !matches!(signal, SIGHUP | SIGTTIN | SIGTTOU) {
+        if !matches!(signal, SIGHUP | SIGTTIN | SIGTTOU) || self.stopping.is_some() {
+            return;
+        }
+        if self.drain_at.is_some() {
+            tracing::info!("{name} during the shutdown delay: ignored");
             return;
         }
         if signal == SIGHUP {
@@ -434,6 +480,7 @@ impl<'a> Arbiter<'a> {
         if self.booting
             || self.rolling
             || self.stopping.is_some()
+            || self.drain_at.is_some()
             || self.reload_at.is_none_or(|at| at > Instant::now())
         {
             return;
@@ -563,7 +610,7 @@ impl<'a> Arbiter<'a> {
 
     /// Queue each ready worker that has reached a recycling limit.
     fn queue_recycles(&mut self) {
-        if self.booting || self.stopping.is_some() {
+        if self.booting || self.stopping.is_some() || self.drain_at.is_some() {
             return;
         }
         let now = Instant::now();
@@ -617,6 +664,8 @@ impl<'a> Arbiter<'a> {
     /// shut the listener: new connections are refused from then on.
     fn stop(&mut self, signal: c_int) {
         self.stopping = Some(Instant::now() + self.graceful + KILL_MARGIN);
+        self.drain_at = None;
+        self.publish_readiness();
         self.queue.clear();
         self.rolling = false;
         for w in self.live() {
@@ -642,6 +691,65 @@ impl<'a> Arbiter<'a> {
     }
 }
 
+impl Arbiter<'_> {
+    /// The shutdown delay is over, or a worker began its drain without
+    /// waiting for it (the signal reached it too): the drain begins.
+    fn drain_due(&mut self) {
+        let Some((at, signal)) = self.drain_at else {
+            return;
+        };
+        let name = wakeup::name(signal);
+        if Instant::now() >= at {
+            tracing::info!(
+                "{name}: the shutdown delay is over: stopping the workers (graceful timeout {:?})",
+                self.graceful
+            );
+        } else if let Some(w) = self.slotted().find(|w| w.drain_begun) {
+            tracing::info!(
+                "worker {} (pid {}) began its drain itself: the shutdown delay is cut short",
+                w.number,
+                w.pid()
+            );
+        } else {
+            return;
+        }
+        self.stop(signal);
+    }
+
+    /// The workers in their slots (not replacements, not retired ones).
+    fn slotted(&self) -> impl Iterator<Item = &Worker> {
+        self.slots.iter().filter_map(|s| s.worker.as_ref())
+    }
+
+    /// Set the readiness flag once every slot has held a ready worker (the
+    /// start is over), while at least one ready worker has not begun a drain
+    /// and no shutdown has begun; clear it otherwise. A worker that died
+    /// leaves the pod ready while a sibling serves (taking the pod out of
+    /// its Service for one crash would move all its load onto the others);
+    /// only with no worker left serving is it 503. A rolling restart keeps it
+    /// set: a slot's old worker stays in it until its replacement is ready.
+    fn publish_readiness(&mut self) {
+        let Some((_, flag)) = &self.ready else {
+            return;
+        };
+        let serving = |w: &Worker| w.ready && !w.drain_begun;
+        self.came_up = self.came_up
+            || self
+                .slots
+                .iter()
+                .all(|s| s.worker.as_ref().is_some_and(serving));
+        let ready = self.stopping.is_none()
+            && self.drain_at.is_none()
+            && self.came_up
+            && self.slotted().any(serving);
+        flag.set(ready);
+        if ready != self.published {
+            self.published = ready;
+            tracing::debug!("readiness: {}", if ready { "200" } else { "503" });
+        }
+    }
+}
+
 /// Sleep until one of `fds` is readable (or hung up), at most `timeout`.
 fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     let mut polled: Vec<libc::pollfd> = fds
@@ -655,6 +763,20 @@ fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as c_int;
     // SAFETY: `polled` is a valid array of `polled.len()` pollfds for the call.
     unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
+}
+
+/// The readiness flag every worker maps; none, with a warning, where it
+/// cannot be made: each worker then answers the ready path for itself.
+fn share_ready_flag() -> Option<(OwnedFd, ReadyFlag)> {
+    match ready_flag::create().and_then(|fd| ReadyFlag::map(&fd).map(|f| (fd, f))) {
+        Ok(shared) => Some(shared),
+        Err(e) => {
+            tracing::warn!(
+                "--ready-path: no readiness flag shared by the workers ({e}): each answers for itself"
+            );
+            None
+        }
+    }
 }
 
 /// The tally every worker maps (unless `M0_ACCEPT_BALANCE=0`); none, with

@@ -8,6 +8,7 @@
 //!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
 //!   the requests the supervisor allotted it (`--workers-max-requests`);
 //! - the workers' connection tally ([`crate::backend::tally`]), where shared;
+//! - the readiness flag ([`crate::backend::ready_flag`]), with `--ready-path`;
 //! - the lifeline: the read end of a pipe whose write end only the
 //!   supervisor holds. End of file means the supervisor is gone, however it
 //!   died, and the worker exits at once: no orphans (on Linux
@@ -31,6 +32,8 @@ pub const STATUS_FD: &str = "M0SERVE_WORKER_STATUS_FD";
 pub const LIFELINE_FD: &str = "M0SERVE_WORKER_LIFELINE_FD";
 /// The workers' connection tally (absent: none is shared).
 pub const TALLY_FD: &str = "M0SERVE_WORKER_TALLY_FD";
+/// The readiness flag (absent: none is shared).
+pub const READY_FD: &str = "M0SERVE_WORKER_READY_FD";
 /// The worker's core threads, when the supervisor planned its CPUs.
 pub const CORES: &str = "M0SERVE_WORKER_CORES";
 /// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
@@ -62,6 +65,7 @@ pub struct Link {
     status: File,
     lifeline: OwnedFd,
     tally: Option<OwnedFd>,
+    ready: Option<OwnedFd>,
 }
 
 /// The link when this process was started as a worker; `None` when it was
@@ -114,6 +118,10 @@ pub fn from_env() -> Result<Option<Link>, String> {
             Some(_) => Some(fd(TALLY_FD)?),
             None => None,
         },
+        ready: match std::env::var_os(READY_FD) {
+            Some(_) => Some(fd(READY_FD)?),
+            None => None,
+        },
     }))
 }
 
@@ -162,6 +170,13 @@ impl Link {
                 .map_err(|e| tracing::warn!("mapping the workers' tally: {e}"))
                 .ok()
         });
+        // Without it, the ready path answers for this worker alone.
+        if let (Some(fd), Some(readiness)) = (self.ready, options.router.readiness()) {
+            match crate::backend::ready_flag::ReadyFlag::map(&fd) {
+                Ok(flag) => readiness.share(flag),
+                Err(e) => tracing::warn!("mapping the readiness flag: {e}"),
+            }
+        }
         // One-byte writes on a pipe are atomic: the core thread that counts
         // the last request and the main thread may both write.
         let status = Arc::new(self.status);

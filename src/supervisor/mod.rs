@@ -15,7 +15,16 @@
 //!   exponentially ([`backoff`]).
 //! - SIGTERM/SIGINT: every worker drains; once each said its drain began
 //!   (50 ms at most), the supervisor shuts the listener, so new connections
-//!   are refused. Workers never shut the shared socket themselves.
+//!   are refused. Workers never shut the shared socket themselves. With
+//!   `--shutdown-delay`, the drain waits that long first: the readiness flag
+//!   ([`crate::backend::ready_flag`]) says 503 at once, the workers know
+//!   nothing yet and serve on as usual, and the graceful timeout counts from
+//!   the end of the delay. The signal again during the delay drains at once,
+//!   as does a worker that began its drain itself (a terminal's Ctrl-C
+//!   signals the whole process group: the workers drain without waiting).
+//! - With `--ready-path`, the supervisor keeps the readiness flag every
+//!   worker answers from: set while every slot holds a ready worker (that
+//!   has not begun a drain) and no shutdown has begun, cleared otherwise.
 //! - SIGHUP: a rolling restart, one worker at a time: its replacement is
 //!   started, and only once it is READY is the old one drained. A
 //!   replacement that fails leaves the old worker serving.
@@ -71,6 +80,10 @@ pub struct Plan {
     pub shares: Vec<cpus::Worker>,
     pub recycle: recycle::Recycle,
     pub reload: Option<reload::Watch>,
+    /// `--shutdown-delay`: how long after SIGTERM/SIGINT the drain begins.
+    pub shutdown_delay: Duration,
+    /// `--ready-path` is served: share a readiness flag with the workers.
+    pub ready_flag: bool,
     /// `--backend auto` found io_uring refused: the supervisor logged the
     /// fallback once, and its workers run portable without probing again
     /// (one line per server, not one per worker).
@@ -88,6 +101,8 @@ impl Plan {
             shares: cpu_shares(supervision.workers, options.cores),
             recycle: supervision.recycle.clone(),
             reload: supervision.reload.clone(),
+            shutdown_delay: supervision.shutdown_delay,
+            ready_flag: options.router.readiness().is_some(),
             portable: auto_falls_back(options.backend),
         }
     }

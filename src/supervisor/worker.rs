@@ -25,6 +25,8 @@ pub struct Inherit<'a> {
     pub listener: BorrowedFd<'a>,
     pub lifeline: BorrowedFd<'a>,
     pub tally: Option<BorrowedFd<'a>>,
+    /// The readiness flag, with `--ready-path`.
+    pub ready: Option<BorrowedFd<'a>>,
     /// Run the portable backend without probing io_uring ([`super::Plan::portable`]).
     pub portable: bool,
 }
@@ -66,6 +68,7 @@ impl Worker {
         let lifeline = inherit.lifeline.as_raw_fd();
         let status = status_write.as_raw_fd();
         let tally = inherit.tally.map(|fd| fd.as_raw_fd());
+        let ready = inherit.ready.map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -75,6 +78,9 @@ impl Worker {
             .env(link::LIFELINE_FD, lifeline.to_string());
         if let Some(tally) = tally {
             command.env(link::TALLY_FD, tally.to_string());
+        }
+        if let Some(ready) = ready {
+            command.env(link::READY_FD, ready.to_string());
         }
         if let Some(share) = share {
             command
@@ -92,7 +98,11 @@ impl Worker {
         // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
         unsafe {
             command.pre_exec(move || {
-                for fd in [listener, lifeline, status].into_iter().chain(tally) {
+                for fd in [listener, lifeline, status]
+                    .into_iter()
+                    .chain(tally)
+                    .chain(ready)
+                {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
                     }

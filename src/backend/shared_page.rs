@@ -1,0 +1,86 @@
+//! A page of memory a supervisor shares with its workers: a memfd it
+//! creates, each worker inherits and maps. What the page holds is its
+//! user's (atomics only, as several processes write it at once): the
+//! workers' connection tally ([`super::tally`]), the readiness flag
+//! ([`super::ready_flag`]).
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+/// A new, zeroed shared page of `len` bytes, as a descriptor to inherit.
+#[cfg(not(target_os = "linux"))]
+pub fn create(_name: &CStr, _len: usize) -> io::Result<OwnedFd> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no memfd on this system",
+    ))
+}
+
+/// A new, zeroed shared page of `len` bytes, as a descriptor to inherit.
+#[cfg(target_os = "linux")]
+pub fn create(name: &CStr, len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
+    let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ftruncate on the descriptor just created; it zero-fills.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// This process's mapping of a shared page, unmapped on drop.
+pub struct Page {
+    start: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is only reached through the atomics its users lay
+// over it, and lives until the Page is dropped.
+unsafe impl Send for Page {}
+// SAFETY: as above.
+unsafe impl Sync for Page {}
+
+impl Page {
+    /// Map the first `len` bytes of the page `fd` names (from [`create`],
+    /// with at least that `len`).
+    pub fn map(fd: &OwnedFd, len: usize) -> io::Result<Page> {
+        // SAFETY: a shared read-write mapping of a descriptor at least `len`
+        // long (create sized it); the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Page {
+            start: NonNull::new(p.cast()).expect("mmap returned a mapping"),
+            len,
+        })
+    }
+
+    /// The first byte: page-aligned, valid for `len` bytes while `self` lives.
+    pub fn start(&self) -> NonNull<u8> {
+        self.start
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in `map`, used by nothing after.
+        unsafe { libc::munmap(self.start.as_ptr().cast(), self.len) };
+    }
+}
