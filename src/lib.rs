@@ -30,11 +30,13 @@ pub mod asgi;
 pub mod backend;
 pub mod cli;
 pub mod http;
+pub mod metrics;
 #[cfg(feature = "python")]
 pub mod python;
 pub mod reply;
 pub mod routes;
 pub mod server;
+mod shm;
 pub mod supervisor;
 pub mod ws;
 #[cfg(feature = "python")]

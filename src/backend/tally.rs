@@ -19,7 +19,7 @@
 //! `M0_ACCEPT_BALANCE=0` makes the supervisor share no tally: the negative arm.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -59,51 +59,16 @@ pub fn enabled() -> bool {
 }
 
 /// A new, zeroed tally page, as a descriptor for workers to inherit.
-#[cfg(not(target_os = "linux"))]
 pub fn create() -> io::Result<OwnedFd> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "no memfd on this system",
-    ))
-}
-
-/// A new, zeroed tally page, as a descriptor for workers to inherit.
-#[cfg(target_os = "linux")]
-pub fn create() -> io::Result<OwnedFd> {
-    // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
-    let raw = unsafe { libc::memfd_create(c"m0serve-tally".as_ptr(), libc::MFD_CLOEXEC) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: ftruncate on the descriptor just created; it zero-fills.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), SIZE as libc::off_t) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
+    crate::shm::create(c"m0serve-tally", SIZE)
 }
 
 impl Tally {
     /// Map the tally page `fd` names (from [`create`]).
     pub fn map(fd: &OwnedFd) -> io::Result<Tally> {
-        // SAFETY: a shared read-write mapping of a descriptor at least SIZE
-        // long (create sized it); the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                SIZE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p = crate::shm::map(fd, SIZE)?;
         Ok(Tally {
-            slots: NonNull::new(p.cast()).expect("mmap returned a mapping"),
+            slots: p.cast(),
             mine: AtomicUsize::new(usize::MAX),
         })
     }

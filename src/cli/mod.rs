@@ -80,6 +80,8 @@ pub struct Supervision {
     pub recycle: crate::supervisor::recycle::Recycle,
     /// `--reload`: what to watch.
     pub reload: Option<crate::supervisor::reload::Watch>,
+    /// `--metrics-address`: where the supervisor serves scrapes.
+    pub metrics_address: Option<String>,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -213,6 +215,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         cpu_share: None,
         inherited: None,
         tally: None,
+        metrics: None,
+        worker: 1,
         phase_hook: None,
     };
     Ok(Invocation {
@@ -224,6 +228,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
             pid_file: workers.pid_file,
             recycle: recycle.recycle(),
             reload,
+            metrics_address: server.metrics_address,
         },
     })
 }

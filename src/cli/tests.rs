@@ -82,6 +82,7 @@ fn defaults() {
             pid_file: None,
             recycle: Default::default(),
             reload: None,
+            metrics_address: None,
         }
     );
     assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));

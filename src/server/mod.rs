@@ -83,6 +83,11 @@ pub struct Options {
     /// The connections each worker holds, shared by a supervisor with its
     /// workers ([`crate::backend::tally`]).
     pub tally: Option<crate::backend::tally::Tally>,
+    /// The metrics' shared region, where the supervisor serves them: each
+    /// core thread counts in a shard of its own ([`crate::metrics`]).
+    pub metrics: Option<crate::metrics::counters::Region>,
+    /// This process's worker number (the metrics' `worker` label).
+    pub worker: u32,
     /// Told when the server is ready (cores up) and when its drain begins:
     /// how a worker keeps its supervisor informed.
     pub phase_hook: Option<PhaseHook>,
@@ -145,7 +150,12 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         body_read_timeout: options.body_read_timeout,
         send_timeout: options.send_timeout,
     });
-    let service = move |_core: usize| session::HttpService::new(shared.clone());
+    let (metrics, worker) = (options.metrics, options.worker);
+    // Claimed on the core thread itself, once: its shard for life.
+    let service = move |_core: usize| {
+        let shard = metrics.and_then(|region| region.claim(worker));
+        session::HttpService::new(shared.clone()).counting(shard)
+    };
 
     let core_main = move |ctx: CoreContext| {
         let service = service(ctx.index);

@@ -58,6 +58,8 @@ pub struct Arbiter<'a> {
     /// The workers' connection tally: its descriptor for them to inherit,
     /// and the supervisor's own map of it, to free a dead worker's slot.
     tally: Option<(OwnedFd, Tally)>,
+    /// The metrics, when served: the workers' shards, and restarts.
+    metrics: Option<super::Metrics>,
     wakeup: Wakeup,
     slots: Vec<Slot>,
     retired: Vec<Worker>,
@@ -84,6 +86,7 @@ impl<'a> Arbiter<'a> {
         listener: &'a Listener,
         wakeup: Wakeup,
         reload: Option<Reload>,
+        metrics: Option<super::Metrics>,
     ) -> io::Result<Arbiter<'a>> {
         Ok(Arbiter {
             relaunch: plan.relaunch.clone(),
@@ -91,6 +94,7 @@ impl<'a> Arbiter<'a> {
             listener,
             lifeline: worker::pipe()?,
             tally: share_tally(),
+            metrics,
             wakeup,
             slots: (0..plan.workers).map(|_| Slot::default()).collect(),
             retired: Vec::new(),
@@ -156,6 +160,7 @@ impl<'a> Arbiter<'a> {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
             tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
+            metrics: self.metrics.as_ref().map(|m| m.fd.as_fd()),
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
@@ -226,6 +231,9 @@ impl<'a> Arbiter<'a> {
             slot.recycle_failures = 0;
             slot.hold_until = None;
             if let Some(old) = slot.worker.replace(new) {
+                if let Some(metrics) = &self.metrics {
+                    metrics.restarts.count(old.number, why.label());
+                }
                 let what = match why {
                     Why::Roll => "rolling restart",
                     Why::Reload => "reload",
@@ -261,6 +269,16 @@ impl<'a> Arbiter<'a> {
     fn forget(&self, w: &Worker) {
         if let Some((_, tally)) = &self.tally {
             tally.forget(w.pid());
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.region.forget(w.pid());
+        }
+    }
+
+    /// Worker `number` was replaced, for `cause` (the metrics' count).
+    fn restarted(&self, number: usize, cause: &'static str) {
+        if let Some(metrics) = &self.metrics {
+            metrics.restarts.count(number, cause);
         }
     }
 
@@ -323,6 +341,7 @@ impl<'a> Arbiter<'a> {
             self.stop(SIGTERM);
             return;
         }
+        self.restarted(number, "exited");
         if self.slots[index].replacement.is_none() && self.slots[index].queued.take().is_some() {
             self.queue.retain(|&i| i != index);
         }

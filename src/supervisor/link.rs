@@ -31,6 +31,8 @@ pub const STATUS_FD: &str = "M0SERVE_WORKER_STATUS_FD";
 pub const LIFELINE_FD: &str = "M0SERVE_WORKER_LIFELINE_FD";
 /// The workers' connection tally (absent: none is shared).
 pub const TALLY_FD: &str = "M0SERVE_WORKER_TALLY_FD";
+/// The metrics' shared region (absent: no `--metrics-address`).
+pub const METRICS_FD: &str = "M0SERVE_WORKER_METRICS_FD";
 /// The worker's core threads, when the supervisor planned its CPUs.
 pub const CORES: &str = "M0SERVE_WORKER_CORES";
 /// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
@@ -57,6 +59,7 @@ pub struct Link {
     status: File,
     lifeline: OwnedFd,
     tally: Option<OwnedFd>,
+    metrics: Option<OwnedFd>,
 }
 
 /// The link when this process was started as a worker; `None` when it was
@@ -103,6 +106,10 @@ pub fn from_env() -> Result<Option<Link>, String> {
             Some(_) => Some(fd(TALLY_FD)?),
             None => None,
         },
+        metrics: match std::env::var_os(METRICS_FD) {
+            Some(_) => Some(fd(METRICS_FD)?),
+            None => None,
+        },
     }))
 }
 
@@ -146,6 +153,12 @@ impl Link {
         options.tally = self.tally.and_then(|fd| {
             crate::backend::tally::Tally::map(&fd)
                 .map_err(|e| tracing::warn!("mapping the workers' tally: {e}"))
+                .ok()
+        });
+        options.worker = self.number as u32;
+        options.metrics = self.metrics.and_then(|fd| {
+            crate::metrics::counters::Region::map(&fd)
+                .map_err(|e| tracing::warn!("mapping the metrics' region: {e}"))
                 .ok()
         });
         // One-byte writes on a pipe are atomic: the core thread that counts

@@ -25,6 +25,7 @@ pub struct Inherit<'a> {
     pub listener: BorrowedFd<'a>,
     pub lifeline: BorrowedFd<'a>,
     pub tally: Option<BorrowedFd<'a>>,
+    pub metrics: Option<BorrowedFd<'a>>,
 }
 
 pub struct Worker {
@@ -64,6 +65,7 @@ impl Worker {
         let lifeline = inherit.lifeline.as_raw_fd();
         let status = status_write.as_raw_fd();
         let tally = inherit.tally.map(|fd| fd.as_raw_fd());
+        let metrics = inherit.metrics.map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -73,6 +75,9 @@ impl Worker {
             .env(link::LIFELINE_FD, lifeline.to_string());
         if let Some(tally) = tally {
             command.env(link::TALLY_FD, tally.to_string());
+        }
+        if let Some(metrics) = metrics {
+            command.env(link::METRICS_FD, metrics.to_string());
         }
         if let Some(share) = share {
             command
@@ -87,7 +92,7 @@ impl Worker {
         // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
         unsafe {
             command.pre_exec(move || {
-                for fd in [listener, lifeline, status].into_iter().chain(tally) {
+                for fd in [listener, lifeline, status].into_iter().chain(tally).chain(metrics) {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
                     }

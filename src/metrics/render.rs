@@ -1,0 +1,84 @@
+//! The Prometheus text exposition format (version 0.0.4) of the workers'
+//! [`Totals`] and the supervisor's own figures.
+//!
+//! Hand-encoded rather than through the `prometheus-client` crate: its
+//! registry owns its counters (`Arc`s in this process), while ours live in
+//! the shared page the workers write, so the crate would only have
+//! re-encoded numbers we already hold; the format is a few lines of text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::counters::{Totals, BUCKETS, CAUSES, CLASSES, METHODS};
+use super::Restarts;
+
+/// The `Content-Type` of [`render`]'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One scrape: every worker's series, then the supervisor's.
+pub fn render(workers: &BTreeMap<u32, Totals>, restarts: &Restarts) -> String {
+    let mut out = String::with_capacity(16 << 10);
+    let o = &mut out;
+    family(o, "requests_total", "counter", "Requests answered, by method and status class.");
+    for (w, t) in workers {
+        for (m, row) in METHODS.iter().zip(&t.requests) {
+            for (c, n) in CLASSES.iter().zip(row) {
+                line(o, "requests_total", *w, &format!(",method=\"{m}\",status=\"{c}\""), *n);
+            }
+        }
+    }
+    family(
+        o,
+        "request_duration_seconds",
+        "histogram",
+        "From the first byte of a request's head to the last byte of its answer sent.",
+    );
+    for (w, t) in workers {
+        let mut cumulative = 0;
+        for (i, n) in t.duration.iter().enumerate() {
+            cumulative += n;
+            let le = BUCKETS.get(i).map_or("+Inf".to_string(), f64::to_string);
+            line(o, "request_duration_seconds_bucket", *w, &format!(",le=\"{le}\""), cumulative);
+        }
+        let sum = t.duration_ns as f64 / 1e9;
+        let _ = writeln!(o, "m0serve_request_duration_seconds_sum{{worker=\"{w}\"}} {sum}");
+        line(o, "request_duration_seconds_count", *w, "", cumulative);
+    }
+    let simple: [(&str, &str, &str, fn(&Totals) -> u64); 8] = [
+        ("requests_in_flight", "gauge", "Requests whose head arrived and whose answer is not yet sent.", |t| (t.in_flight as i64).max(0) as u64),
+        ("connections_open", "gauge", "Connections open now.", Totals::open),
+        ("connections_accepted_total", "counter", "Connections accepted.", |t| t.accepted),
+        ("received_bytes_total", "counter", "Bytes read from clients.", |t| t.bytes_in),
+        ("sent_bytes_total", "counter", "Bytes written to clients.", |t| t.bytes_out),
+        ("websocket_connections_total", "counter", "WebSocket connections accepted by the app.", |t| t.ws_opened),
+        ("websocket_connections_open", "gauge", "WebSocket connections open now.", |t| t.ws_opened.saturating_sub(t.ws_closed)),
+        ("websocket_messages_total", "counter", "WebSocket text and binary messages, both ways.", |t| t.ws_in + t.ws_out),
+    ];
+    for (name, kind, help, get) in simple {
+        family(o, name, kind, help);
+        for (w, t) in workers {
+            line(o, name, *w, "", get(t));
+        }
+    }
+    family(o, "connections_closed_total", "counter", "Connections closed, by cause.");
+    for (w, t) in workers {
+        for (c, n) in CAUSES.iter().zip(&t.closed) {
+            line(o, "connections_closed_total", *w, &format!(",cause=\"{}\"", c.label()), *n);
+        }
+    }
+    family(o, "worker_restarts_total", "counter", "Workers replaced, by cause (the supervisor's count).");
+    for ((w, cause), n) in restarts.snapshot() {
+        line(o, "worker_restarts_total", w, &format!(",cause=\"{cause}\""), n);
+    }
+    family(o, "build_info", "gauge", "The m0serve build serving (always 1).");
+    let _ = writeln!(o, "m0serve_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    out
+}
+
+fn family(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP m0serve_{name} {help}\n# TYPE m0serve_{name} {kind}");
+}
+
+fn line(o: &mut String, name: &str, worker: u32, labels: &str, value: u64) {
+    let _ = writeln!(o, "m0serve_{name}{{worker=\"{worker}\"{labels}}} {value}");
+}
