@@ -37,7 +37,8 @@ pub fn render(workers: &BTreeMap<u32, Totals>, restarts: &Restarts) -> String {
         let mut cumulative = 0;
         for (i, n) in t.duration.iter().enumerate() {
             cumulative += n;
-            let le = BUCKETS.get(i).map_or("+Inf".to_string(), f64::to_string);
+            // `{:?}` writes `1.0`, as the client libraries do, never `1`.
+            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| format!("{b:?}"));
             line(o, "request_duration_seconds_bucket", *w, &format!(",le=\"{le}\""), cumulative);
         }
         let sum = t.duration_ns as f64 / 1e9;
