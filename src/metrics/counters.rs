@@ -240,13 +240,102 @@ impl Totals {
     }
 }
 
-const SIZE: usize = SHARDS * std::mem::size_of::<Shard>();
+/// Log2 buckets of the pool's re-attach wait (nanoseconds: bucket `i`
+/// counts `[2^(i-1), 2^i)`), as the pool keeps them.
+pub const REATTACH_BUCKETS: usize = 48;
+
+/// What a worker's application side is doing, sampled from its pool (WSGI)
+/// or its executor (ASGI); `kind` says which (0: neither).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppFigures {
+    pub kind: u64,
+    /// Jobs waiting in the pool's queue.
+    pub pool_queued: u64,
+    /// Jobs a pool thread took inside its slice without dropping the GIL.
+    pub pool_kept: u64,
+    /// Hand-offs of the GIL at a spent slice, and those that ran out of their bound.
+    pub pool_handoffs: u64,
+    pub pool_handoff_timeouts: u64,
+    pub reattach: Vec<u64>,
+    pub reattach_sum_ns: u64,
+    /// Requests waiting for the ASGI executor, and tasks running on its loop.
+    pub asgi_queued: u64,
+    pub asgi_tasks: u64,
+}
+
+/// [`AppFigures::kind`] of a WSGI pool.
+pub const POOL: u64 = 1;
+/// [`AppFigures::kind`] of an ASGI executor.
+pub const EXECUTOR: u64 = 2;
+
+/// A worker's [`AppFigures`], where its sampler writes them.
+#[repr(C)]
+pub struct Figures {
+    owner: AtomicU32,
+    worker: AtomicU32,
+    kind: AtomicU64,
+    pool_queued: AtomicU64,
+    pool_kept: AtomicU64,
+    pool_handoffs: AtomicU64,
+    pool_handoff_timeouts: AtomicU64,
+    reattach: [AtomicU64; REATTACH_BUCKETS],
+    reattach_sum_ns: AtomicU64,
+    asgi_queued: AtomicU64,
+    asgi_tasks: AtomicU64,
+}
+
+impl Figures {
+    /// Publish `f` (one writer: the worker's sampler).
+    pub fn store(&self, f: &AppFigures) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        set(&self.kind, f.kind);
+        set(&self.pool_queued, f.pool_queued);
+        set(&self.pool_kept, f.pool_kept);
+        set(&self.pool_handoffs, f.pool_handoffs);
+        set(&self.pool_handoff_timeouts, f.pool_handoff_timeouts);
+        for (a, v) in self.reattach.iter().zip(&f.reattach) {
+            set(a, *v);
+        }
+        set(&self.reattach_sum_ns, f.reattach_sum_ns);
+        set(&self.asgi_queued, f.asgi_queued);
+        set(&self.asgi_tasks, f.asgi_tasks);
+    }
+
+    fn load(&self) -> AppFigures {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        AppFigures {
+            kind: get(&self.kind),
+            pool_queued: get(&self.pool_queued),
+            pool_kept: get(&self.pool_kept),
+            pool_handoffs: get(&self.pool_handoffs),
+            pool_handoff_timeouts: get(&self.pool_handoff_timeouts),
+            reattach: self.reattach.iter().map(get).collect(),
+            reattach_sum_ns: get(&self.reattach_sum_ns),
+            asgi_queued: get(&self.asgi_queued),
+            asgi_tasks: get(&self.asgi_tasks),
+        }
+    }
+
+    fn clear(&self) {
+        self.store(&AppFigures {
+            reattach: vec![0; REATTACH_BUCKETS],
+            ..Default::default()
+        });
+    }
+}
+
+/// Worker processes whose figures the region holds.
+pub const WORKERS: usize = 256;
+
+const SHARDS_SIZE: usize = SHARDS * std::mem::size_of::<Shard>();
+const SIZE: usize = SHARDS_SIZE + WORKERS * std::mem::size_of::<Figures>();
 
 /// The shards of every worker: a shared mapping that lives as long as the
 /// process (it is never unmapped: core threads hold `&'static` shards).
 #[derive(Clone, Copy)]
 pub struct Region {
     shards: &'static [Shard],
+    figures: &'static [Figures],
 }
 
 impl Region {
@@ -261,10 +350,16 @@ impl Region {
     /// Map the region `fd` names (from [`Region::create`]).
     pub fn map(fd: &OwnedFd) -> io::Result<Region> {
         let p = shm::map(fd, SIZE)?;
-        // SAFETY: the mapping is SIZE bytes, zero-filled (a valid array of
-        // shards: atomics only), and never unmapped.
-        let shards = unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<Shard>(), SHARDS) };
-        Ok(Region { shards })
+        // SAFETY: the mapping is SIZE bytes, zero-filled (valid arrays of
+        // shards then figures: atomics only, 8-byte aligned sizes), and
+        // never unmapped.
+        let (shards, figures) = unsafe {
+            (
+                std::slice::from_raw_parts(p.as_ptr().cast::<Shard>(), SHARDS),
+                std::slice::from_raw_parts(p.as_ptr().add(SHARDS_SIZE).cast::<Figures>(), WORKERS),
+            )
+        };
+        Ok(Region { shards, figures })
     }
 
     /// Take a free shard for one core thread of worker `worker`; `None` when
@@ -280,8 +375,43 @@ impl Region {
         Some(shard)
     }
 
+    /// Take the figures slot of this process, worker `worker`.
+    pub fn claim_figures(&self, worker: u32) -> Option<&'static Figures> {
+        let pid = std::process::id();
+        let slot = self.figures.iter().find(|s| {
+            s.owner
+                .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })?;
+        slot.worker.store(worker, Ordering::Release);
+        Some(slot)
+    }
+
+    /// Each worker's application figures (workers without any are left out).
+    pub fn figures(&self) -> std::collections::BTreeMap<u32, AppFigures> {
+        let mut by_worker = std::collections::BTreeMap::new();
+        for s in self.figures {
+            if s.owner.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let f = s.load();
+            if f.kind != 0 {
+                // A rolled worker and its replacement overlap a moment: one is shown.
+                by_worker.insert(s.worker.load(Ordering::Acquire), f);
+            }
+        }
+        by_worker
+    }
+
     /// Free and zero every shard of `pid`, which exited (the supervisor's part).
     pub fn forget(&self, pid: u32) {
+        for s in self.figures {
+            if s.owner.load(Ordering::Acquire) == pid {
+                s.clear();
+                s.worker.store(0, Ordering::Relaxed);
+                s.owner.store(0, Ordering::Release);
+            }
+        }
         for s in self.shards {
             if s.owner.load(Ordering::Acquire) == pid {
                 zero(s);

@@ -70,7 +70,7 @@ fn answer(mut stream: TcpStream, region: &Region, restarts: &Restarts) -> io::Re
     let path = target.split(|b| *b == b'?').next().unwrap_or_default();
     match (method, path) {
         (b"GET", b"/metrics") => {
-            let body = render(&region.totals(), restarts);
+            let body = render(&region.totals(), &region.figures(), restarts);
             reply(&mut stream, "200 OK", CONTENT_TYPE, body.as_bytes())
         }
         (b"GET", _) => reply(&mut stream, "404 Not Found", "text/plain", b"not found\n"),

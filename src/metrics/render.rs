@@ -9,14 +9,18 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::counters::{Totals, BUCKETS, CAUSES, CLASSES, METHODS};
+use super::counters::{AppFigures, Totals, BUCKETS, CAUSES, CLASSES, EXECUTOR, METHODS, POOL};
 use super::Restarts;
 
 /// The `Content-Type` of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// One scrape: every worker's series, then the supervisor's.
-pub fn render(workers: &BTreeMap<u32, Totals>, restarts: &Restarts) -> String {
+pub fn render(
+    workers: &BTreeMap<u32, Totals>,
+    apps: &BTreeMap<u32, AppFigures>,
+    restarts: &Restarts,
+) -> String {
     let mut out = String::with_capacity(16 << 10);
     let o = &mut out;
     family(o, "requests_total", "counter", "Requests answered, by method and status class.");
@@ -67,6 +71,7 @@ pub fn render(workers: &BTreeMap<u32, Totals>, restarts: &Restarts) -> String {
             line(o, "connections_closed_total", *w, &format!(",cause=\"{}\"", c.label()), *n);
         }
     }
+    render_apps(o, apps);
     family(o, "worker_restarts_total", "counter", "Workers replaced, by cause (the supervisor's count).");
     for ((w, cause), n) in restarts.snapshot() {
         line(o, "worker_restarts_total", w, &format!(",cause=\"{cause}\""), n);
@@ -74,6 +79,55 @@ pub fn render(workers: &BTreeMap<u32, Totals>, restarts: &Restarts) -> String {
     family(o, "build_info", "gauge", "The m0serve build serving (always 1).");
     let _ = writeln!(o, "m0serve_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
     out
+}
+
+/// The re-attach histogram's bounds: log2 bucket indices of nanoseconds
+/// (`2^i` ns, from about 1 µs to about 1 s).
+const REATTACH_LE: [usize; 11] = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
+
+/// The WSGI pools' and ASGI executors' figures, sampled by each worker.
+fn render_apps(o: &mut String, apps: &BTreeMap<u32, AppFigures>) {
+    let pools: Vec<_> = apps.iter().filter(|(_, f)| f.kind == POOL).collect();
+    let pool: [(&str, &str, &str, fn(&AppFigures) -> u64); 4] = [
+        ("pool_queue_depth", "gauge", "Jobs waiting in the WSGI pool's queue.", |f| f.pool_queued),
+        ("pool_jobs_kept_total", "counter", "Jobs a pool thread took inside its GIL slice without dropping the GIL.", |f| f.pool_kept),
+        ("pool_handoffs_total", "counter", "GIL hand-offs at a spent slice to a parked thread.", |f| f.pool_handoffs),
+        ("pool_handoff_timeouts_total", "counter", "Hand-offs that ran out of their bound before the waiter attached.", |f| f.pool_handoff_timeouts),
+    ];
+    for (name, kind, help, get) in pool {
+        family(o, name, kind, help);
+        for (w, f) in &pools {
+            line(o, name, **w, "", get(f));
+        }
+    }
+    let name = "pool_reattach_wait_seconds";
+    family(o, name, "histogram", "A pool thread's wait for the GIL when it re-attaches.");
+    for (w, f) in &pools {
+        let mut cumulative = 0;
+        let mut from = 0;
+        for i in REATTACH_LE {
+            cumulative += f.reattach.get(from..=i).map_or(0, |b| b.iter().sum::<u64>());
+            from = i + 1;
+            let le = format!("{:?}", (1u64 << i) as f64 / 1e9);
+            line(o, &format!("{name}_bucket"), **w, &format!(",le=\"{le}\""), cumulative);
+        }
+        let total: u64 = f.reattach.iter().sum();
+        line(o, &format!("{name}_bucket"), **w, ",le=\"+Inf\"", total);
+        let sum = f.reattach_sum_ns as f64 / 1e9;
+        let _ = writeln!(o, "m0serve_{name}_sum{{worker=\"{w}\"}} {sum}");
+        line(o, &format!("{name}_count"), **w, "", total);
+    }
+    let executors: Vec<_> = apps.iter().filter(|(_, f)| f.kind == EXECUTOR).collect();
+    let asgi: [(&str, &str, fn(&AppFigures) -> u64); 2] = [
+        ("asgi_queue_depth", "Requests waiting for the ASGI executor's loop.", |f| f.asgi_queued),
+        ("asgi_tasks", "Request tasks running on the ASGI executor's loop.", |f| f.asgi_tasks),
+    ];
+    for (name, help, get) in asgi {
+        family(o, name, "gauge", help);
+        for (w, f) in &executors {
+            line(o, name, **w, "", get(f));
+        }
+    }
 }
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {

@@ -13,6 +13,7 @@ mod app_tests;
 pub mod cpus;
 pub mod listener;
 pub mod request_budget;
+mod sampler;
 pub mod session;
 
 use std::io;
@@ -151,9 +152,17 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         send_timeout: options.send_timeout,
     });
     let (metrics, worker) = (options.metrics, options.worker);
-    // Claimed on the core thread itself, once: its shard for life.
-    let service = move |_core: usize| {
-        let shard = metrics.and_then(|region| region.claim(worker));
+    let _sampler = match (metrics, &shared.app) {
+        (Some(region), Some(app)) => sampler::Sampler::start(region, worker, app.clone()),
+        _ => None,
+    };
+    // A shard per core, for life, claimed before the cores (and the
+    // `listening on` line): a scrape from then on shows every one.
+    let shards: Vec<_> = (0..pins.len())
+        .map(|_| metrics.and_then(|region| region.claim(worker)))
+        .collect();
+    let service = move |core: usize| {
+        let shard = shards.get(core).copied().flatten();
         session::HttpService::new(shared.clone()).counting(shard)
     };
 

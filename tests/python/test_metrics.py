@@ -250,3 +250,55 @@ def test_an_address_in_use_exits_1() -> None:
         result = run_m0serve(f"--metrics-address=127.0.0.1:{port}", "--port=0", "plain:hello", f"--app-dir={Path(__file__).parent / 'apps'}")
     assert result.returncode == 1, result.stderr
     assert f"--metrics-address 127.0.0.1:{port}" in result.stderr
+
+
+def test_the_wsgi_pool_figures(serve) -> None:
+    port = free_port()
+    server = serve("plain:sleepy", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=1")
+    # One thread: the first request sleeps in it, the other two wait in the queue.
+    slow = [
+        threading.Thread(target=exchange, args=(server.address, request("GET", "/sleep?s=1"))) for _ in range(3)
+    ]
+    for t in slow:
+        t.start()
+    try:
+        wait_until(port, lambda s: s.value("m0serve_pool_queue_depth") >= 1, "a job queued", timeout=2.5)
+    finally:
+        for t in slow:
+            t.join(10)
+    after = wait_until(
+        port,
+        lambda s: s.value("m0serve_pool_queue_depth") == 0 and s.value("m0serve_pool_reattach_wait_seconds_count") >= 3,
+        "the queue drained, an attach a job",
+    )
+    assert after.workers("m0serve_pool_queue_depth") == {"1"}
+    count = after.value("m0serve_pool_reattach_wait_seconds_count")
+    assert after.value("m0serve_pool_reattach_wait_seconds_bucket", le="+Inf") == count
+    # The negative arm: the loop-only shape has no pool, so no pool series.
+    port = free_port()
+    serve("plain:hello", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=0")
+    assert not scrape(port).has("m0serve_pool_queue_depth")
+
+
+def test_the_asgi_executor_and_websocket_figures(serve) -> None:
+    from websockets.sync.client import connect
+
+    port = free_port()
+    server = serve("asgi_ws_raw:app", "--interface=asgi", f"--metrics-address=127.0.0.1:{port}")
+    host, http_port = server.address
+    with connect(f"ws://{host}:{http_port}/ws/echo", open_timeout=10) as ws:
+        during = wait_until(port, lambda s: s.value("m0serve_asgi_tasks") == 1, "the echo task running")
+        assert during.value("m0serve_websocket_connections_open") == 1
+        for text in ("a", "b", "c"):
+            ws.send(text)
+            assert ws.recv(timeout=10) == text
+    after = wait_until(
+        port,
+        lambda s: s.value("m0serve_websocket_connections_open") == 0 and s.value("m0serve_asgi_tasks") == 0,
+        "the WebSocket closed and its task ended",
+    )
+    assert after.value("m0serve_websocket_connections_total") == 1
+    assert after.value("m0serve_websocket_messages_total") == 6
+    assert after.value("m0serve_requests_total", method="GET", status="1xx") == 1, "the 101"
+    assert after.value("m0serve_asgi_queue_depth") == 0
+    assert not after.has("m0serve_pool_queue_depth"), "no WSGI pool here"
