@@ -479,7 +479,10 @@ mod tests {
         assert_eq!(totals[&1].requests[0][1], 1, "GET 2xx");
         assert_eq!(totals[&1].duration[0], 1, "50 µs is in the first bucket");
         assert_eq!(totals[&1].in_flight, 0);
-        assert_eq!(totals[&2].requests[OTHER][3], 1, "an unknown method is other");
+        assert_eq!(
+            totals[&2].requests[OTHER][3], 1,
+            "an unknown method is other"
+        );
         assert_eq!(totals[&2].duration[5], 1, "3 ms is in the 5 ms bucket");
         assert_eq!(totals[&2].in_flight as i64, 1);
         assert_eq!(totals[&2].open(), 0);

@@ -66,7 +66,10 @@ fn answer(mut stream: TcpStream, region: &Region, restarts: &Restarts) -> io::Re
     }
     let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|b| *b == b' ');
-    let (method, target) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let (method, target) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     let path = target.split(|b| *b == b'?').next().unwrap_or_default();
     match (method, path) {
         (b"GET", b"/metrics") => {
@@ -74,7 +77,12 @@ fn answer(mut stream: TcpStream, region: &Region, restarts: &Restarts) -> io::Re
             reply(&mut stream, "200 OK", CONTENT_TYPE, body.as_bytes())
         }
         (b"GET", _) => reply(&mut stream, "404 Not Found", "text/plain", b"not found\n"),
-        _ => reply(&mut stream, "405 Method Not Allowed", "text/plain", b"GET only\n"),
+        _ => reply(
+            &mut stream,
+            "405 Method Not Allowed",
+            "text/plain",
+            b"GET only\n",
+        ),
     }
 }
 

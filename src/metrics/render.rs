@@ -15,6 +15,11 @@ use super::Restarts;
 /// The `Content-Type` of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// How a series' value is read from what was summed.
+type Get<T> = fn(&T) -> u64;
+/// A series of one sample a worker: name, type, help, value.
+type Series<T> = (&'static str, &'static str, &'static str, Get<T>);
+
 /// One scrape: every worker's series, then the supervisor's.
 pub fn render(
     workers: &BTreeMap<u32, Totals>,
@@ -23,11 +28,22 @@ pub fn render(
 ) -> String {
     let mut out = String::with_capacity(16 << 10);
     let o = &mut out;
-    family(o, "requests_total", "counter", "Requests answered, by method and status class.");
+    family(
+        o,
+        "requests_total",
+        "counter",
+        "Requests answered, by method and status class.",
+    );
     for (w, t) in workers {
         for (m, row) in METHODS.iter().zip(&t.requests) {
             for (c, n) in CLASSES.iter().zip(row) {
-                line(o, "requests_total", *w, &format!(",method=\"{m}\",status=\"{c}\""), *n);
+                line(
+                    o,
+                    "requests_total",
+                    *w,
+                    &format!(",method=\"{m}\",status=\"{c}\""),
+                    *n,
+                );
             }
         }
     }
@@ -42,22 +58,73 @@ pub fn render(
         for (i, n) in t.duration.iter().enumerate() {
             cumulative += n;
             // `{:?}` writes `1.0`, as the client libraries do, never `1`.
-            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| format!("{b:?}"));
-            line(o, "request_duration_seconds_bucket", *w, &format!(",le=\"{le}\""), cumulative);
+            let le = BUCKETS
+                .get(i)
+                .map_or("+Inf".to_string(), |b| format!("{b:?}"));
+            line(
+                o,
+                "request_duration_seconds_bucket",
+                *w,
+                &format!(",le=\"{le}\""),
+                cumulative,
+            );
         }
         let sum = t.duration_ns as f64 / 1e9;
-        let _ = writeln!(o, "m0serve_request_duration_seconds_sum{{worker=\"{w}\"}} {sum}");
+        let _ = writeln!(
+            o,
+            "m0serve_request_duration_seconds_sum{{worker=\"{w}\"}} {sum}"
+        );
         line(o, "request_duration_seconds_count", *w, "", cumulative);
     }
-    let simple: [(&str, &str, &str, fn(&Totals) -> u64); 8] = [
-        ("requests_in_flight", "gauge", "Requests whose head arrived and whose answer is not yet sent.", |t| (t.in_flight as i64).max(0) as u64),
-        ("connections_open", "gauge", "Connections open now.", Totals::open),
-        ("connections_accepted_total", "counter", "Connections accepted.", |t| t.accepted),
-        ("received_bytes_total", "counter", "Bytes read from clients.", |t| t.bytes_in),
-        ("sent_bytes_total", "counter", "Bytes written to clients.", |t| t.bytes_out),
-        ("websocket_connections_total", "counter", "WebSocket connections accepted by the app.", |t| t.ws_opened),
-        ("websocket_connections_open", "gauge", "WebSocket connections open now.", |t| t.ws_opened.saturating_sub(t.ws_closed)),
-        ("websocket_messages_total", "counter", "WebSocket text and binary messages, both ways.", |t| t.ws_in + t.ws_out),
+    let simple: [Series<Totals>; 8] = [
+        (
+            "requests_in_flight",
+            "gauge",
+            "Requests whose head arrived and whose answer is not yet sent.",
+            |t| (t.in_flight as i64).max(0) as u64,
+        ),
+        (
+            "connections_open",
+            "gauge",
+            "Connections open now.",
+            Totals::open,
+        ),
+        (
+            "connections_accepted_total",
+            "counter",
+            "Connections accepted.",
+            |t| t.accepted,
+        ),
+        (
+            "received_bytes_total",
+            "counter",
+            "Bytes read from clients.",
+            |t| t.bytes_in,
+        ),
+        (
+            "sent_bytes_total",
+            "counter",
+            "Bytes written to clients.",
+            |t| t.bytes_out,
+        ),
+        (
+            "websocket_connections_total",
+            "counter",
+            "WebSocket connections accepted by the app.",
+            |t| t.ws_opened,
+        ),
+        (
+            "websocket_connections_open",
+            "gauge",
+            "WebSocket connections open now.",
+            |t| t.ws_opened.saturating_sub(t.ws_closed),
+        ),
+        (
+            "websocket_messages_total",
+            "counter",
+            "WebSocket text and binary messages, both ways.",
+            |t| t.ws_in + t.ws_out,
+        ),
     ];
     for (name, kind, help, get) in simple {
         family(o, name, kind, help);
@@ -65,19 +132,50 @@ pub fn render(
             line(o, name, *w, "", get(t));
         }
     }
-    family(o, "connections_closed_total", "counter", "Connections closed, by cause.");
+    family(
+        o,
+        "connections_closed_total",
+        "counter",
+        "Connections closed, by cause.",
+    );
     for (w, t) in workers {
         for (c, n) in CAUSES.iter().zip(&t.closed) {
-            line(o, "connections_closed_total", *w, &format!(",cause=\"{}\"", c.label()), *n);
+            line(
+                o,
+                "connections_closed_total",
+                *w,
+                &format!(",cause=\"{}\"", c.label()),
+                *n,
+            );
         }
     }
     render_apps(o, apps);
-    family(o, "worker_restarts_total", "counter", "Workers replaced, by cause (the supervisor's count).");
+    family(
+        o,
+        "worker_restarts_total",
+        "counter",
+        "Workers replaced, by cause (the supervisor's count).",
+    );
     for ((w, cause), n) in restarts.snapshot() {
-        line(o, "worker_restarts_total", w, &format!(",cause=\"{cause}\""), n);
+        line(
+            o,
+            "worker_restarts_total",
+            w,
+            &format!(",cause=\"{cause}\""),
+            n,
+        );
     }
-    family(o, "build_info", "gauge", "The m0serve build serving (always 1).");
-    let _ = writeln!(o, "m0serve_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    family(
+        o,
+        "build_info",
+        "gauge",
+        "The m0serve build serving (always 1).",
+    );
+    let _ = writeln!(
+        o,
+        "m0serve_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
     out
 }
 
@@ -88,11 +186,31 @@ const REATTACH_LE: [usize; 11] = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
 /// The WSGI pools' and ASGI executors' figures, sampled by each worker.
 fn render_apps(o: &mut String, apps: &BTreeMap<u32, AppFigures>) {
     let pools: Vec<_> = apps.iter().filter(|(_, f)| f.kind == POOL).collect();
-    let pool: [(&str, &str, &str, fn(&AppFigures) -> u64); 4] = [
-        ("pool_queue_depth", "gauge", "Jobs waiting in the WSGI pool's queue.", |f| f.pool_queued),
-        ("pool_jobs_kept_total", "counter", "Jobs a pool thread took inside its GIL slice without dropping the GIL.", |f| f.pool_kept),
-        ("pool_handoffs_total", "counter", "GIL hand-offs at a spent slice to a parked thread.", |f| f.pool_handoffs),
-        ("pool_handoff_timeouts_total", "counter", "Hand-offs that ran out of their bound before the waiter attached.", |f| f.pool_handoff_timeouts),
+    let pool: [Series<AppFigures>; 4] = [
+        (
+            "pool_queue_depth",
+            "gauge",
+            "Jobs waiting in the WSGI pool's queue.",
+            |f| f.pool_queued,
+        ),
+        (
+            "pool_jobs_kept_total",
+            "counter",
+            "Jobs a pool thread took inside its GIL slice without dropping the GIL.",
+            |f| f.pool_kept,
+        ),
+        (
+            "pool_handoffs_total",
+            "counter",
+            "GIL hand-offs at a spent slice to a parked thread.",
+            |f| f.pool_handoffs,
+        ),
+        (
+            "pool_handoff_timeouts_total",
+            "counter",
+            "Hand-offs that ran out of their bound before the waiter attached.",
+            |f| f.pool_handoff_timeouts,
+        ),
     ];
     for (name, kind, help, get) in pool {
         family(o, name, kind, help);
@@ -101,15 +219,29 @@ fn render_apps(o: &mut String, apps: &BTreeMap<u32, AppFigures>) {
         }
     }
     let name = "pool_reattach_wait_seconds";
-    family(o, name, "histogram", "A pool thread's wait for the GIL when it re-attaches.");
+    family(
+        o,
+        name,
+        "histogram",
+        "A pool thread's wait for the GIL when it re-attaches.",
+    );
     for (w, f) in &pools {
         let mut cumulative = 0;
         let mut from = 0;
         for i in REATTACH_LE {
-            cumulative += f.reattach.get(from..=i).map_or(0, |b| b.iter().sum::<u64>());
+            cumulative += f
+                .reattach
+                .get(from..=i)
+                .map_or(0, |b| b.iter().sum::<u64>());
             from = i + 1;
             let le = format!("{:?}", (1u64 << i) as f64 / 1e9);
-            line(o, &format!("{name}_bucket"), **w, &format!(",le=\"{le}\""), cumulative);
+            line(
+                o,
+                &format!("{name}_bucket"),
+                **w,
+                &format!(",le=\"{le}\""),
+                cumulative,
+            );
         }
         let total: u64 = f.reattach.iter().sum();
         line(o, &format!("{name}_bucket"), **w, ",le=\"+Inf\"", total);
@@ -118,9 +250,17 @@ fn render_apps(o: &mut String, apps: &BTreeMap<u32, AppFigures>) {
         line(o, &format!("{name}_count"), **w, "", total);
     }
     let executors: Vec<_> = apps.iter().filter(|(_, f)| f.kind == EXECUTOR).collect();
-    let asgi: [(&str, &str, fn(&AppFigures) -> u64); 2] = [
-        ("asgi_queue_depth", "Requests waiting for the ASGI executor's loop.", |f| f.asgi_queued),
-        ("asgi_tasks", "Request tasks running on the ASGI executor's loop.", |f| f.asgi_tasks),
+    let asgi: [(&str, &str, Get<AppFigures>); 2] = [
+        (
+            "asgi_queue_depth",
+            "Requests waiting for the ASGI executor's loop.",
+            |f| f.asgi_queued,
+        ),
+        (
+            "asgi_tasks",
+            "Request tasks running on the ASGI executor's loop.",
+            |f| f.asgi_tasks,
+        ),
     ];
     for (name, help, get) in asgi {
         family(o, name, "gauge", help);
@@ -131,7 +271,10 @@ fn render_apps(o: &mut String, apps: &BTreeMap<u32, AppFigures>) {
 }
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(o, "# HELP m0serve_{name} {help}\n# TYPE m0serve_{name} {kind}");
+    let _ = writeln!(
+        o,
+        "# HELP m0serve_{name} {help}\n# TYPE m0serve_{name} {kind}"
+    );
 }
 
 fn line(o: &mut String, name: &str, worker: u32, labels: &str, value: u64) {

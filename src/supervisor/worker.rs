@@ -92,7 +92,11 @@ impl Worker {
         // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
         unsafe {
             command.pre_exec(move || {
-                for fd in [listener, lifeline, status].into_iter().chain(tally).chain(metrics) {
+                for fd in [listener, lifeline, status]
+                    .into_iter()
+                    .chain(tally)
+                    .chain(metrics)
+                {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
                     }

@@ -97,7 +97,8 @@ impl Meter {
 
     fn count(&self, a: Answer, now: Instant) {
         let elapsed = now.saturating_duration_since(a.start);
-        self.shard.request_done(a.method, a.status, elapsed, a.headed);
+        self.shard
+            .request_done(a.method, a.status, elapsed, a.headed);
     }
 
     /// Why the connection is closing, if no reason was given before.
