@@ -280,3 +280,38 @@ fn family(o: &mut String, name: &str, kind: &str, help: &str) {
 fn line(o: &mut String, name: &str, worker: u32, labels: &str, value: u64) {
     let _ = writeln!(o, "m0serve_{name}{{worker=\"{worker}\"{labels}}} {value}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_family_is_typed_once_and_buckets_are_cumulative() {
+        let mut one = Totals::default();
+        one.duration[0] = 2;
+        one.duration[3] = 1;
+        one.duration[BUCKETS.len()] = 1;
+        one.requests[0][1] = 4;
+        let workers = BTreeMap::from([(1, one), (2, Totals::default())]);
+        let text = render(&workers, &BTreeMap::new(), &Restarts::default());
+        for family in [
+            "requests_total",
+            "request_duration_seconds",
+            "requests_in_flight",
+        ] {
+            let typed = format!("# TYPE m0serve_{family} ");
+            assert_eq!(text.matches(&typed).count(), 1, "{family}");
+        }
+        for line in [
+            "m0serve_request_duration_seconds_bucket{worker=\"1\",le=\"0.0001\"} 2",
+            "m0serve_request_duration_seconds_bucket{worker=\"1\",le=\"0.001\"} 3",
+            "m0serve_request_duration_seconds_bucket{worker=\"1\",le=\"10.0\"} 3",
+            "m0serve_request_duration_seconds_bucket{worker=\"1\",le=\"+Inf\"} 4",
+            "m0serve_request_duration_seconds_count{worker=\"1\"} 4",
+            "m0serve_requests_total{worker=\"1\",method=\"GET\",status=\"2xx\"} 4",
+            "m0serve_requests_total{worker=\"2\",method=\"GET\",status=\"2xx\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+    }
+}
