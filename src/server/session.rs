@@ -21,6 +21,8 @@
 mod dispatch;
 mod meter;
 #[cfg(test)]
+mod meter_tests;
+#[cfg(test)]
 mod slow_client_tests;
 #[cfg(test)]
 mod tests;
@@ -602,8 +604,11 @@ impl Drop for HttpSession {
             } else {
                 Cause::Reset
             };
+            let now = Instant::now();
+            // Answers the protocol finished since the last look count too.
+            self.meter_answers(now);
             if let Some(meter) = &mut self.meter {
-                meter.close(otherwise, Instant::now());
+                meter.close(otherwise, now);
             }
         }
         if let Some(call) = self.app.take() {
