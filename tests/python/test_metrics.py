@@ -302,3 +302,36 @@ def test_the_asgi_executor_and_websocket_figures(serve) -> None:
     assert after.value("m0serve_requests_total", method="GET", status="1xx") == 1, "the 101"
     assert after.value("m0serve_asgi_queue_depth") == 0
     assert not after.has("m0serve_pool_queue_depth"), "no WSGI pool here"
+
+
+def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(backend: str) -> None:
+    import signal
+
+    from helpers import worker_pids
+    from test_workers import WORKER_READY
+
+    port = free_port()
+    server = started(backend, "plain:hello", 2, f"--metrics-address=127.0.0.1:{port}")
+    try:
+        exchange(server.address, request("GET", "/"))
+        before = wait_until(port, lambda s: s.value("m0serve_requests_total") == 1, "one request")
+        assert before.value("m0serve_worker_restarts_total") == 0, "nothing restarted yet"
+        served = next(
+            w for w in ("1", "2") if before.value("m0serve_requests_total", worker=w) == 1
+        )
+        pid = next(
+            int(m.group(2)) for m in WORKER_READY.finditer(server.output) if m.group(1) == served
+        )
+        assert pid in worker_pids(server)
+        os.kill(pid, signal.SIGKILL)
+        after = wait_until(
+            port,
+            lambda s: s.value("m0serve_worker_restarts_total", worker=served, cause="exited") == 1,
+            "the restart counted",
+        )
+        assert after.value("m0serve_requests_total", worker=served) == 0, "the dead worker's shards are freed"
+        server.wait_for(rf"worker {served} \(pid (?!{pid})\d+\) ready", 20)
+        exchange(server.address, request("GET", "/"))
+        wait_until(port, lambda s: s.value("m0serve_requests_total") == 1, "the new request counted")
+    finally:
+        stop_cleanly(server)
