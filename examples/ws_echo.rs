@@ -51,6 +51,8 @@ fn main() {
         cpu_share: None,
         inherited: None,
         tally: None,
+        metrics: None,
+        worker: 1,
         phase_hook: None,
     };
     let code = server::run(options).expect("serve");

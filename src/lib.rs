@@ -30,6 +30,7 @@ pub mod asgi;
 pub mod backend;
 pub mod cli;
 pub mod http;
+pub mod metrics;
 #[cfg(feature = "python")]
 pub mod python;
 pub mod reply;

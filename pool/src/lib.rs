@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use pyo3::Python;
 
 use queue::JobQueue;
-pub use stats::Counters;
+pub use stats::{Counters, BUCKETS as REATTACH_BUCKETS};
 pub use thread::keep_thread_state;
 use turn::Turn;
 pub use turn::{TurnConfig, SLICE};
@@ -97,6 +97,18 @@ impl Pool {
     /// What the threads have done so far (the GIL turn's counters).
     pub fn counters(&self) -> Counters {
         self.turn.stats.counters()
+    }
+
+    /// The GIL turn's waits to re-attach: log2 buckets of nanoseconds
+    /// (bucket `i` counts `[2^(i-1), 2^i)`; [`REATTACH_BUCKETS`] of them)
+    /// and their sum.
+    pub fn reattach_waits(&self) -> ([u64; REATTACH_BUCKETS], u64) {
+        self.turn.stats.attach_waits()
+    }
+
+    /// Jobs waiting in the queue now.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
     }
 
     /// Stop taking jobs, let the threads finish the queued ones, and join

@@ -58,6 +58,11 @@ impl<T> JobQueue<T> {
         }
     }
 
+    /// Jobs waiting now.
+    pub(crate) fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
     /// Queue `job`, waking a parked thread if there is one. Hands the job back
     /// when the queue is full (then the next pop calls `on_room`) or closed.
     pub(crate) fn push(&self, job: T) -> Result<(), T> {

@@ -95,6 +95,12 @@ pub trait App: Send + Sync + 'static {
     fn websocket(&self) -> bool {
         false
     }
+
+    /// Its pool's or executor's figures now, for the metrics (sampled off
+    /// the request path); none by default.
+    fn figures(&self) -> crate::metrics::counters::AppFigures {
+        Default::default()
+    }
 }
 
 /// The request path percent-decoded (bytes: it need not be UTF-8); an

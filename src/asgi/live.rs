@@ -48,6 +48,11 @@ impl Live {
         self.channels.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Tasks running now (a lock the loop thread holds only briefly).
+    pub(super) fn len(&self) -> usize {
+        self.channels().len()
+    }
+
     pub(super) fn insert(&self, id: u64, channel: Py<Channel>) {
         self.channels().insert(id, channel);
     }

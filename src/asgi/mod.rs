@@ -425,4 +425,15 @@ impl App for AsgiApp {
     fn websocket(&self) -> bool {
         true
     }
+
+    /// Requests waiting for the loop, and the tasks running on it.
+    fn figures(&self) -> crate::metrics::counters::AppFigures {
+        let executor = self.executor.get();
+        crate::metrics::counters::AppFigures {
+            kind: crate::metrics::counters::EXECUTOR,
+            asgi_queued: self.inbox.new.len() as u64,
+            asgi_tasks: executor.bound.get().map_or(0, |b| b.live.len()) as u64,
+            ..Default::default()
+        }
+    }
 }

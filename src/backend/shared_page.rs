@@ -2,7 +2,7 @@
 //! creates, each worker inherits and maps. What the page holds is its
 //! user's (atomics only, as several processes write it at once): the
 //! workers' connection tally ([`super::tally`]), the readiness flag
-//! ([`super::ready_flag`]).
+//! ([`super::ready_flag`]), the metrics' counters ([`crate::metrics`]).
 
 use std::ffi::CStr;
 use std::io;
@@ -70,6 +70,14 @@ impl Page {
             start: NonNull::new(p.cast()).expect("mmap returned a mapping"),
             len,
         })
+    }
+
+    /// Keep the mapping for the rest of the process (its users hold
+    /// `&'static` views of it): its first byte.
+    pub fn leak(self) -> NonNull<u8> {
+        let start = self.start;
+        std::mem::forget(self);
+        start
     }
 
     /// The first byte: page-aligned, valid for `len` bytes while `self` lives.

@@ -82,6 +82,8 @@ pub struct Supervision {
     pub reload: Option<crate::supervisor::reload::Watch>,
     /// `--shutdown-delay`: readiness is 503 this long before the drain.
     pub shutdown_delay: std::time::Duration,
+    /// `--metrics-address`: where the supervisor serves scrapes.
+    pub metrics_address: Option<String>,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -215,6 +217,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         cpu_share: None,
         inherited: None,
         tally: None,
+        metrics: None,
+        worker: 1,
         phase_hook: None,
     };
     Ok(Invocation {
@@ -227,6 +231,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
             recycle: recycle.recycle(),
             reload,
             shutdown_delay: server.shutdown_delay,
+            metrics_address: server.metrics_address,
         },
     })
 }

@@ -54,6 +54,10 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
     pub(super) log_level: LogLevel,
 
+    /// Serve Prometheus metrics of every worker on this HOST:PORT (its own listener, answered by the supervisor) [default: off].
+    #[arg(long, env = "M0SERVE_METRICS_ADDRESS", value_name = "HOST:PORT", value_parser = parse_metrics_address)]
+    pub(super) metrics_address: Option<String>,
+
     /// Log each request in the common log format.
     #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
     pub(super) access_log: bool,
@@ -118,4 +122,15 @@ impl ServerArgs {
             },
         }
     }
+}
+
+/// `HOST:PORT` with a port (a name is resolved when it is bound).
+fn parse_metrics_address(value: &str) -> Result<String, String> {
+    let (host, port) = value
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{value:?} is not HOST:PORT"))?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("{value:?} is not HOST:PORT"));
+    }
+    Ok(value.to_string())
 }

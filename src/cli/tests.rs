@@ -83,6 +83,7 @@ fn defaults() {
             recycle: Default::default(),
             reload: None,
             shutdown_delay: Duration::ZERO,
+            metrics_address: None,
         }
     );
     assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
@@ -613,4 +614,25 @@ fn reload_watches_the_app_dir_or_each_reload_dir() {
     assert_eq!(watch.include, ["*.html"]);
     assert_eq!(watch.exclude, ["test_*.py"]);
     assert!(usage(&["--reload", "--reload-include=a["]).contains("--reload-include"));
+}
+
+#[test]
+fn metrics_address_from_the_flag_or_its_variable() {
+    assert_eq!(ok(&[]).supervision.metrics_address, None, "off by default");
+    let flag = ok(&["--metrics-address", "0.0.0.0:9100"]);
+    assert_eq!(
+        flag.supervision.metrics_address.as_deref(),
+        Some("0.0.0.0:9100")
+    );
+    let env = parse_env(&[], &[("M0SERVE_METRICS_ADDRESS", "[::1]:9100")]).unwrap();
+    assert_eq!(
+        env.supervision.metrics_address.as_deref(),
+        Some("[::1]:9100")
+    );
+    for bad in ["9100", ":9100", "host:", "host:http"] {
+        assert!(
+            usage(&["--metrics-address", bad]).contains("is not HOST:PORT"),
+            "{bad}"
+        );
+    }
 }

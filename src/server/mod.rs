@@ -13,6 +13,7 @@ mod app_tests;
 pub mod cpus;
 pub mod listener;
 pub mod request_budget;
+mod sampler;
 pub mod session;
 
 use std::io;
@@ -83,6 +84,11 @@ pub struct Options {
     /// The connections each worker holds, shared by a supervisor with its
     /// workers ([`crate::backend::tally`]).
     pub tally: Option<crate::backend::tally::Tally>,
+    /// The metrics' shared region, where the supervisor serves them: each
+    /// core thread counts in a shard of its own ([`crate::metrics`]).
+    pub metrics: Option<crate::metrics::counters::Region>,
+    /// This process's worker number (the metrics' `worker` label).
+    pub worker: u32,
     /// Told when the server is ready (cores up) and when its drain begins:
     /// how a worker keeps its supervisor informed.
     pub phase_hook: Option<PhaseHook>,
@@ -146,7 +152,20 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         body_read_timeout: options.body_read_timeout,
         send_timeout: options.send_timeout,
     });
-    let service = move |_core: usize| session::HttpService::new(shared.clone());
+    let (metrics, worker) = (options.metrics, options.worker);
+    let _sampler = match (metrics, &shared.app) {
+        (Some(region), Some(app)) => sampler::Sampler::start(region, worker, app.clone()),
+        _ => None,
+    };
+    // A shard per core, for life, claimed before the cores (and the
+    // `listening on` line): a scrape from then on shows every one.
+    let shards: Vec<_> = (0..pins.len())
+        .map(|_| metrics.and_then(|region| region.claim(worker)))
+        .collect();
+    let service = move |core: usize| {
+        let shard = shards.get(core).copied().flatten();
+        session::HttpService::new(shared.clone()).counting(shard)
+    };
 
     let core_main = move |ctx: CoreContext| {
         let service = service(ctx.index);

@@ -19,6 +19,9 @@
 //! the connection.
 
 mod dispatch;
+mod meter;
+#[cfg(test)]
+mod meter_tests;
 #[cfg(test)]
 mod slow_client_tests;
 #[cfg(test)]
@@ -36,11 +39,13 @@ use std::time::{Duration, Instant};
 use crate::app::{App, BufferConfig, ServerAddr};
 use crate::backend::{Notifier, Output, Peer, Service, Session};
 use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
+use crate::metrics::counters::{Cause, Shard};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
 
 use super::access_log;
 use dispatch::AppCall;
+use meter::Meter;
 use websocket::WsSession;
 
 /// Queued output past which a connection stops reading (and parsing pipelined
@@ -79,11 +84,22 @@ pub struct Shared {
 /// Opens an [`HttpSession`] per connection; one per core thread.
 pub struct HttpService {
     shared: Arc<Shared>,
+    /// This core thread's metrics, when they are served.
+    shard: Option<&'static Shard>,
 }
 
 impl HttpService {
     pub fn new(shared: Arc<Shared>) -> Self {
-        HttpService { shared }
+        HttpService {
+            shared,
+            shard: None,
+        }
+    }
+
+    /// Count this core's connections and requests in `shard`.
+    pub fn counting(mut self, shard: Option<&'static Shard>) -> Self {
+        self.shard = shard;
+        self
     }
 }
 
@@ -91,8 +107,11 @@ impl Service for HttpService {
     type Session = HttpSession;
 
     fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
+        let mut conn = ServerConn::new(self.shared.limits);
+        let meter = self.shard.map(|shard| Meter::open(shard, &mut conn));
         HttpSession {
-            conn: ServerConn::new(self.shared.limits),
+            conn,
+            meter,
             // A connection that never sends a head is held to the head's timeout.
             deadline: Some(Instant::now() + self.shared.header_read_timeout),
             head_started: None,
@@ -128,6 +147,8 @@ enum Chunk {
 
 pub struct HttpSession {
     conn: ServerConn,
+    /// What this connection counts, when metrics are served.
+    meter: Option<Meter>,
     shared: Arc<Shared>,
     /// When the session gives up waiting for input.
     deadline: Option<Instant>,
@@ -170,7 +191,10 @@ impl HttpSession {
             match self.conn.next_event() {
                 None => break,
                 Some(Event::Head(head)) => {
-                    self.head_started = None;
+                    let start = self.head_started.take().unwrap_or(now);
+                    if let Some(meter) = &mut self.meter {
+                        meter.head(&head.method, start);
+                    }
                     self.on_head(head, &mut out);
                 }
                 Some(Event::Data(data)) => self.app_body(data, &mut out),
@@ -183,6 +207,7 @@ impl HttpSession {
                 }
                 Some(Event::Error(err)) => {
                     self.head_started = None;
+                    self.meter_cause(Cause::BadRequest);
                     self.pending = None;
                     if let Some(call) = self.app.take() {
                         call.abandon();
@@ -193,6 +218,7 @@ impl HttpSession {
             }
         }
         self.push_bytes(out);
+        self.meter_answers(now);
         if self.ws.is_some() {
             // Accepted while serving the head: the rest is WebSocket input.
             return self.ws_pump(now);
@@ -287,6 +313,20 @@ impl HttpSession {
         }
     }
 
+    /// Hand the metrics the answers the protocol finished (all of their
+    /// bytes are queued by now).
+    fn meter_answers(&mut self, now: Instant) {
+        if let Some(meter) = &mut self.meter {
+            meter.answers(&mut self.conn, self.queued, now);
+        }
+    }
+
+    fn meter_cause(&mut self, cause: Cause) {
+        if let Some(meter) = &mut self.meter {
+            meter.cause(cause);
+        }
+    }
+
     /// Nothing queued, no app call, and the protocol between requests.
     fn between_requests(&self) -> bool {
         self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
@@ -362,6 +402,9 @@ impl HttpSession {
 
 impl Session for HttpSession {
     fn on_read(&mut self, data: &[u8], now: Instant) {
+        if let Some(meter) = &self.meter {
+            meter.read(data.len());
+        }
         if self.ws.is_some() {
             return self.ws_read(data, now);
         }
@@ -415,6 +458,9 @@ impl Session for HttpSession {
 
     fn on_sent(&mut self, n: usize, now: Instant) {
         self.queued -= n as u64;
+        if let Some(meter) = &mut self.meter {
+            meter.sent(n, now);
+        }
         if n > 0 {
             self.send_since = Some(now); // the client is reading
         }
@@ -478,6 +524,7 @@ impl Session for HttpSession {
     fn on_deadline(&mut self, now: Instant) {
         if self.send_deadline().is_some_and(|d| d <= now) {
             tracing::debug!("the client took no output for the send timeout: closing");
+            self.meter_cause(Cause::SendTimeout);
             self.close_now();
         } else if self.deadline.is_some_and(|d| d <= now) {
             // A body still owed to a route or an app: the client is told why
@@ -492,6 +539,8 @@ impl Session for HttpSession {
                 self.pending = None;
                 self.conn.write_error(&HttpError::RequestTimeout, &mut out);
                 self.push_bytes(out);
+                self.meter_cause(Cause::BodyTimeout);
+                self.meter_answers(now);
                 self.closed = true;
                 self.deadline = None;
                 self.body_clock = None;
@@ -500,6 +549,13 @@ impl Session for HttpSession {
             }
             // A slow head or an idle keep-alive: close without an answer, as
             // clients expect of an idle close, and drop what was queued.
+            self.meter_cause(if self.shutting {
+                Cause::Shutdown
+            } else if self.between_requests() && !self.conn.is_fresh() {
+                Cause::KeepAliveTimeout
+            } else {
+                Cause::HeaderTimeout
+            });
             self.close_now();
         }
     }
@@ -528,6 +584,7 @@ impl Session for HttpSession {
         self.app_progress(&mut out);
         self.ws_progress(&mut out);
         self.push_bytes(out);
+        self.meter_answers(now);
         // Body room came back, or the answer ended: read on.
         self.pump(now);
         self.arm_send(now);
@@ -537,6 +594,23 @@ impl Session for HttpSession {
 impl Drop for HttpSession {
     /// The connection is gone: an application still answering is told.
     fn drop(&mut self) {
+        if self.meter.is_some() {
+            let otherwise = if self.shutting {
+                Cause::Shutdown
+            } else if self.eof {
+                Cause::ClientClosed
+            } else if self.done() {
+                Cause::ServerClosed
+            } else {
+                Cause::Reset
+            };
+            let now = Instant::now();
+            // Answers the protocol finished since the last look count too.
+            self.meter_answers(now);
+            if let Some(meter) = &mut self.meter {
+                meter.close(otherwise, now);
+            }
+        }
         if let Some(call) = self.app.take() {
             call.abandon();
         }

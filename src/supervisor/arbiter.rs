@@ -68,6 +68,8 @@ pub struct Arbiter<'a> {
     published: bool,
     /// Every slot has held a ready worker at once: the start is over.
     came_up: bool,
+    /// The metrics, when served: the workers' shards, and restarts.
+    metrics: Option<super::Metrics>,
     wakeup: Wakeup,
     slots: Vec<Slot>,
     retired: Vec<Worker>,
@@ -98,6 +100,7 @@ impl<'a> Arbiter<'a> {
         listener: &'a Listener,
         wakeup: Wakeup,
         reload: Option<Reload>,
+        metrics: Option<super::Metrics>,
     ) -> io::Result<Arbiter<'a>> {
         Ok(Arbiter {
             relaunch: plan.relaunch.clone(),
@@ -109,6 +112,7 @@ impl<'a> Arbiter<'a> {
             ready: plan.ready_flag.then(share_ready_flag).flatten(),
             published: false,
             came_up: false,
+            metrics,
             wakeup,
             slots: (0..plan.workers).map(|_| Slot::default()).collect(),
             retired: Vec::new(),
@@ -180,6 +184,7 @@ impl<'a> Arbiter<'a> {
             tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
             ready: self.ready.as_ref().map(|(fd, _)| fd.as_fd()),
             portable: self.portable,
+            metrics: self.metrics.as_ref().map(|m| m.fd.as_fd()),
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
@@ -251,6 +256,9 @@ impl<'a> Arbiter<'a> {
             slot.recycle_failures = 0;
             slot.hold_until = None;
             if let Some(old) = slot.worker.replace(new) {
+                if let Some(metrics) = &self.metrics {
+                    metrics.restarts.count(old.number, why.label());
+                }
                 let what = match why {
                     Why::Roll => "rolling restart",
                     Why::Reload => "reload",
@@ -288,6 +296,16 @@ impl<'a> Arbiter<'a> {
     fn forget(&self, w: &Worker) {
         if let Some((_, tally)) = &self.tally {
             tally.forget(w.pid());
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.region.forget(w.pid());
+        }
+    }
+
+    /// Worker `number` was replaced, for `cause` (the metrics' count).
+    fn restarted(&self, number: usize, cause: &'static str) {
+        if let Some(metrics) = &self.metrics {
+            metrics.restarts.count(number, cause);
         }
     }
 
@@ -352,6 +370,7 @@ impl<'a> Arbiter<'a> {
             self.stop(SIGTERM);
             return;
         }
+        self.restarted(number, "exited");
         if self.slots[index].replacement.is_none() && self.slots[index].queued.take().is_some() {
             self.queue.retain(|&i| i != index);
         }

@@ -34,6 +34,8 @@ pub const LIFELINE_FD: &str = "M0SERVE_WORKER_LIFELINE_FD";
 pub const TALLY_FD: &str = "M0SERVE_WORKER_TALLY_FD";
 /// The readiness flag (absent: none is shared).
 pub const READY_FD: &str = "M0SERVE_WORKER_READY_FD";
+/// The metrics' shared region (absent: no `--metrics-address`).
+pub const METRICS_FD: &str = "M0SERVE_WORKER_METRICS_FD";
 /// The worker's core threads, when the supervisor planned its CPUs.
 pub const CORES: &str = "M0SERVE_WORKER_CORES";
 /// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
@@ -66,6 +68,7 @@ pub struct Link {
     lifeline: OwnedFd,
     tally: Option<OwnedFd>,
     ready: Option<OwnedFd>,
+    metrics: Option<OwnedFd>,
 }
 
 /// The link when this process was started as a worker; `None` when it was
@@ -120,6 +123,10 @@ pub fn from_env() -> Result<Option<Link>, String> {
         },
         ready: match std::env::var_os(READY_FD) {
             Some(_) => Some(fd(READY_FD)?),
+            None => None,
+        },
+        metrics: match std::env::var_os(METRICS_FD) {
+            Some(_) => Some(fd(METRICS_FD)?),
             None => None,
         },
     }))
@@ -177,6 +184,12 @@ impl Link {
                 Err(e) => tracing::warn!("mapping the readiness flag: {e}"),
             }
         }
+        options.worker = self.number as u32;
+        options.metrics = self.metrics.and_then(|fd| {
+            crate::metrics::counters::Region::map(&fd)
+                .map_err(|e| tracing::warn!("mapping the metrics' region: {e}"))
+                .ok()
+        });
         // One-byte writes on a pipe are atomic: the core thread that counts
         // the last request and the main thread may both write.
         let status = Arc::new(self.status);

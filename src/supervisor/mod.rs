@@ -57,7 +57,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::backend::{self, Choice, Kind};
+use std::sync::Arc;
+
 use crate::cli::Supervision;
+use crate::metrics::counters::Region;
+use crate::metrics::{endpoint, Restarts};
 use crate::server::{cpus, listener, Listen, Options};
 
 /// How to start a worker: this program again, with its arguments.
@@ -88,6 +92,8 @@ pub struct Plan {
     /// fallback once, and its workers run portable without probing again
     /// (one line per server, not one per worker).
     pub portable: bool,
+    /// `--metrics-address`: where scrapes are served.
+    pub metrics_address: Option<String>,
 }
 
 impl Plan {
@@ -104,6 +110,7 @@ impl Plan {
             shutdown_delay: supervision.shutdown_delay,
             ready_flag: options.router.readiness().is_some(),
             portable: auto_falls_back(options.backend),
+            metrics_address: supervision.metrics_address.clone(),
         }
     }
 }
@@ -156,6 +163,27 @@ fn cpu_shares(workers: usize, cores: Option<usize>) -> Vec<cpus::Worker> {
     plan.workers
 }
 
+/// The metrics the workers share and the supervisor serves: their region
+/// (its descriptor for the workers), and the restarts counted here.
+pub struct Metrics {
+    pub fd: std::os::fd::OwnedFd,
+    pub region: Region,
+    pub restarts: Arc<Restarts>,
+}
+
+/// Bind `--metrics-address` and serve it, before any worker starts.
+fn start_metrics(addr: &str) -> std::io::Result<Metrics> {
+    let listener = endpoint::bind(addr)?;
+    let (fd, region) = Region::create()?;
+    let restarts = Arc::new(Restarts::default());
+    endpoint::spawn(listener, region, restarts.clone())?;
+    Ok(Metrics {
+        fd,
+        region,
+        restarts,
+    })
+}
+
 /// Supervise until SIGTERM or SIGINT; returns the exit status: 0 after a
 /// graceful shutdown, 1 when the listener (or the pid file) failed, a
 /// worker's status when the first start failed.
@@ -190,12 +218,17 @@ pub fn run(plan: Plan) -> i32 {
         listener.addr,
         plan.workers
     );
+    let metrics = match plan.metrics_address.as_deref().map(start_metrics) {
+        Some(Err(e)) => return fail(e),
+        Some(Ok(metrics)) => Some(metrics),
+        None => None,
+    };
     let reload = match plan.reload.as_ref().map(reload::Reload::start) {
         Some(Err(e)) => return fail(e),
         Some(Ok(reload)) => Some(reload),
         None => None,
     };
-    let status = match arbiter::Arbiter::new(&plan, &listener, wakeup, reload) {
+    let status = match arbiter::Arbiter::new(&plan, &listener, wakeup, reload, metrics) {
         Ok(arbiter) => arbiter.run(),
         Err(e) => fail(e),
     };

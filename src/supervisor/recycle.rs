@@ -39,6 +39,19 @@ pub enum Why {
     MaxRss(u64),
 }
 
+impl Why {
+    /// Its name as a metrics label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Why::Roll => "rolling_restart",
+            Why::Reload => "reload",
+            Why::MaxRequests => "max_requests",
+            Why::Lifetime => "lifetime",
+            Why::MaxRss(_) => "max_rss",
+        }
+    }
+}
+
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -29,6 +29,7 @@ pub struct Inherit<'a> {
     pub ready: Option<BorrowedFd<'a>>,
     /// Run the portable backend without probing io_uring ([`super::Plan::portable`]).
     pub portable: bool,
+    pub metrics: Option<BorrowedFd<'a>>,
 }
 
 pub struct Worker {
@@ -69,6 +70,7 @@ impl Worker {
         let status = status_write.as_raw_fd();
         let tally = inherit.tally.map(|fd| fd.as_raw_fd());
         let ready = inherit.ready.map(|fd| fd.as_raw_fd());
+        let metrics = inherit.metrics.map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -81,6 +83,9 @@ impl Worker {
         }
         if let Some(ready) = ready {
             command.env(link::READY_FD, ready.to_string());
+        }
+        if let Some(metrics) = metrics {
+            command.env(link::METRICS_FD, metrics.to_string());
         }
         if let Some(share) = share {
             command
@@ -102,6 +107,7 @@ impl Worker {
                     .into_iter()
                     .chain(tally)
                     .chain(ready)
+                    .chain(metrics)
                 {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());

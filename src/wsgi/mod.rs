@@ -143,6 +143,9 @@ impl WsgiApp {
     }
 }
 
+// The pool's buckets are the metrics' buckets.
+const _: () = assert!(m0serve_pool::REATTACH_BUCKETS == crate::metrics::counters::REATTACH_BUCKETS);
+
 impl App for WsgiApp {
     fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
         if self.shared.inline {
@@ -170,5 +173,25 @@ impl App for WsgiApp {
 
     fn blocking_reads(&self) -> bool {
         true
+    }
+
+    /// The pool's queue and its GIL turn's figures (none in the loop-only shape).
+    fn figures(&self) -> crate::metrics::counters::AppFigures {
+        let pool = self.pool.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(pool) = pool.as_ref() else {
+            return Default::default();
+        };
+        let counters = pool.counters();
+        let (reattach, sum) = pool.reattach_waits();
+        crate::metrics::counters::AppFigures {
+            kind: crate::metrics::counters::POOL,
+            pool_queued: pool.queued() as u64,
+            pool_kept: counters.kept,
+            pool_handoffs: counters.yields,
+            pool_handoff_timeouts: counters.yield_timeouts,
+            reattach: reattach.to_vec(),
+            reattach_sum_ns: sum,
+            ..Default::default()
+        }
     }
 }

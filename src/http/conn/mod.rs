@@ -94,6 +94,7 @@ enum Response {
         keep_alive: bool,
         /// A 101: the connection leaves HTTP after this response.
         upgrade: bool,
+        status: u16,
     },
 }
 
@@ -158,6 +159,10 @@ pub struct ServerConn {
     /// No further requests: close once the output is written.
     closed: bool,
     upgraded: bool,
+    /// The statuses of the answers finished since the last
+    /// [`ServerConn::take_answered`], kept only once
+    /// [`ServerConn::record_answers`] asked (the metrics count them).
+    answered: Option<Vec<u16>>,
 }
 
 impl ServerConn {
@@ -175,7 +180,19 @@ impl ServerConn {
             received: false,
             closed: false,
             upgraded: false,
+            answered: None,
         }
+    }
+
+    /// Keep the status of every answer finished, for [`ServerConn::take_answered`].
+    pub fn record_answers(&mut self) {
+        self.answered.get_or_insert_with(Vec::new);
+    }
+
+    /// The oldest answer finished and not yet taken: its status.
+    pub fn take_answered(&mut self) -> Option<u16> {
+        let answered = self.answered.as_mut()?;
+        (!answered.is_empty()).then(|| answered.remove(0))
     }
 
     /// Bytes read from the peer. Call [`ServerConn::next_event`] until it

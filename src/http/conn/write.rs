@@ -50,6 +50,7 @@ impl ServerConn {
             body: BodyWriter::new(written.framing),
             keep_alive: written.keep_alive,
             upgrade: status == 101,
+            status,
         };
         written.framing
     }
@@ -106,11 +107,15 @@ impl ServerConn {
             mut body,
             keep_alive,
             upgrade,
+            status,
         } = ex.response
         else {
             unreachable!("taken only when started");
         };
         let complete = body.finish(out);
+        if let Some(answered) = &mut self.answered {
+            answered.push(status);
+        }
         if upgrade {
             self.upgraded = true;
             return;

@@ -4,12 +4,12 @@ use super::*;
 use std::io::Write;
 
 /// A notifier nobody drains (these sessions are driven by hand).
-fn notifier() -> Notifier {
+pub(super) fn notifier() -> Notifier {
     let key = crate::backend::slab::Key::new(0, 0);
     Notifier::new(crate::backend::share::Board::new(1), 0, key)
 }
 
-fn service(router: Router) -> HttpService {
+pub(super) fn service(router: Router) -> HttpService {
     HttpService::new(Arc::new(Shared {
         router,
         app: None,

@@ -110,6 +110,9 @@ impl HttpSession {
         let mut conn = WsConn::new(self.shared.ws_max_message);
         conn.recv(&self.conn.take_buffered());
         self.head_started = None;
+        if let Some(meter) = &mut self.meter {
+            meter.ws_opened();
+        }
         self.ws = Some(WsSession {
             conn,
             exchange,
@@ -153,6 +156,7 @@ impl HttpSession {
     pub(super) fn ws_pump(&mut self, now: Instant) {
         let mut out = Vec::new();
         let queued = self.queued;
+        let meter = &self.meter;
         let Some(ws) = &mut self.ws else {
             return;
         };
@@ -160,6 +164,9 @@ impl HttpSession {
             let Some(event) = ws.conn.next_event() else {
                 break;
             };
+            if let (Some(meter), WsEvent::Text(_) | WsEvent::Binary(_)) = (meter, &event) {
+                meter.ws_message(true);
+            }
             match event {
                 WsEvent::Text(text) => {
                     ws.exchange.push_ws(WsMessage::Text(text));
@@ -205,6 +212,11 @@ impl HttpSession {
             return;
         };
         for event in events {
+            if let (Some(meter), ResponseEvent::WsText(_) | ResponseEvent::WsBinary(_)) =
+                (&self.meter, &event)
+            {
+                meter.ws_message(false);
+            }
             match event {
                 ResponseEvent::WsText(text) => ws.conn.write_text(&text, out),
                 ResponseEvent::WsBinary(data) => ws.conn.write_binary(&data, out),

@@ -1,0 +1,134 @@
+//! A session's metrics: what it counts into its core thread's
+//! [`Shard`] (requests by method and status, their durations and how many
+//! are in flight, bytes, why the connection closed). Off (`None` in the
+//! session) unless `--metrics-address` is given.
+//!
+//! A request is timed from its head's first byte to the last byte of its
+//! answer written: an answer finished by the protocol ends at the output
+//! position it reached, and is counted once the sends pass it.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::http::ServerConn;
+use crate::metrics::counters::{method_index, Cause, Shard, OTHER};
+
+pub(super) struct Meter {
+    shard: &'static Shard,
+    /// Requests read and not yet answered: method and start.
+    heads: VecDeque<(usize, Instant)>,
+    /// Answers finished and not yet all sent: where their last byte is in
+    /// the connection's output, their method, status and start, and whether
+    /// a head was counted as started for them.
+    answered: VecDeque<Answer>,
+    /// Bytes written so far.
+    sent: u64,
+    /// The first reason the session gave for closing.
+    cause: Option<Cause>,
+    ws: bool,
+}
+
+struct Answer {
+    end: u64,
+    method: usize,
+    status: u16,
+    start: Instant,
+    headed: bool,
+}
+
+impl Meter {
+    /// A connection was accepted; `conn` now keeps its answers' statuses.
+    pub(super) fn open(shard: &'static Shard, conn: &mut ServerConn) -> Meter {
+        shard.accepted();
+        conn.record_answers();
+        Meter {
+            shard,
+            heads: VecDeque::new(),
+            answered: VecDeque::new(),
+            sent: 0,
+            cause: None,
+            ws: false,
+        }
+    }
+
+    pub(super) fn read(&self, n: usize) {
+        self.shard.bytes_in(n);
+    }
+
+    /// A request head, whose first byte came at `start`.
+    pub(super) fn head(&mut self, method: &str, start: Instant) {
+        self.shard.request_started();
+        self.heads.push_back((method_index(method), start));
+    }
+
+    /// Take the answers `conn` finished; their last byte is at most at
+    /// output position `end` (what was sent plus what is queued).
+    pub(super) fn answers(&mut self, conn: &mut ServerConn, queued: u64, now: Instant) {
+        while let Some(status) = conn.take_answered() {
+            let (method, start, headed) = match self.heads.pop_front() {
+                Some((method, start)) => (method, start, true),
+                // An answer without a head read: a 400 for an unreadable one.
+                None => (OTHER, now, false),
+            };
+            self.answered.push_back(Answer {
+                end: self.sent + queued,
+                method,
+                status,
+                start,
+                headed,
+            });
+        }
+        self.settle(now);
+    }
+
+    /// `n` more bytes were written.
+    pub(super) fn sent(&mut self, n: usize, now: Instant) {
+        self.shard.bytes_out(n);
+        self.sent += n as u64;
+        self.settle(now);
+    }
+
+    fn settle(&mut self, now: Instant) {
+        while self.answered.front().is_some_and(|a| a.end <= self.sent) {
+            let a = self.answered.pop_front().expect("checked");
+            self.count(a, now);
+        }
+    }
+
+    fn count(&self, a: Answer, now: Instant) {
+        let elapsed = now.saturating_duration_since(a.start);
+        self.shard
+            .request_done(a.method, a.status, elapsed, a.headed);
+    }
+
+    /// Why the connection is closing, if no reason was given before.
+    pub(super) fn cause(&mut self, cause: Cause) {
+        self.cause.get_or_insert(cause);
+    }
+
+    pub(super) fn ws_opened(&mut self) {
+        self.ws = true;
+        self.shard.ws_opened();
+    }
+
+    pub(super) fn ws_message(&self, inbound: bool) {
+        self.shard.ws_message(inbound);
+    }
+
+    /// The connection is gone: answers still being written count (their
+    /// duration up to now), requests never answered leave the in-flight
+    /// count, and the close is counted with its cause (`otherwise` when the
+    /// session gave none).
+    pub(super) fn close(&mut self, otherwise: Cause, now: Instant) {
+        for a in std::mem::take(&mut self.answered) {
+            self.count(a, now);
+        }
+        for _ in self.heads.drain(..) {
+            self.shard.request_dropped();
+        }
+        if self.ws {
+            self.shard.ws_closed();
+        }
+        self.shard.closed(self.cause.unwrap_or(otherwise));
+    }
+}
