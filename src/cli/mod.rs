@@ -21,6 +21,7 @@ mod http;
 mod log_prefix;
 mod routes;
 mod server;
+mod socket_activation;
 #[cfg(test)]
 mod tests;
 mod values;
@@ -194,7 +195,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let router = routes.router()?;
     let app = app.spec()?;
     let options = Options {
-        listen: server.listen(),
+        listen: server.listen()?,
+        socket: server.socket()?,
         cores: server.cores,
         backend,
         limits: http.limits(),

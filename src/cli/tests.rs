@@ -590,3 +590,122 @@ fn reload_watches_the_app_dir_or_each_reload_dir() {
     assert_eq!(watch.exclude, ["test_*.py"]);
     assert!(usage(&["--reload", "--reload-include=a["]).contains("--reload-include"));
 }
+
+#[test]
+fn inherited_socket_flags() {
+    let fd = ok(&["--fd", "5"]).options;
+    assert!(matches!(
+        fd.listen,
+        Listen::Fd {
+            fd: 5,
+            systemd: false
+        }
+    ));
+    let env = parse_env(&[], &[("M0SERVE_FD", "4")]).unwrap().options;
+    assert!(matches!(
+        env.listen,
+        Listen::Fd {
+            fd: 4,
+            systemd: false
+        }
+    ));
+    // The address flags and --backlog do nothing with a socket already bound.
+    for other in [
+        ["--port", "1"],
+        ["--host", "::"],
+        ["--uds", "/tmp/x"],
+        ["--backlog", "9"],
+    ] {
+        let message = usage(&["--fd", "5", other[0], other[1]]);
+        assert!(message.contains("cannot be used with"), "{message}");
+    }
+    assert!(usage(&["--fd=-1"]).contains("--fd"));
+}
+
+#[test]
+fn backlog_and_uds_permissions() {
+    let defaults = ok(&[]).options.socket;
+    assert_eq!(defaults.backlog, 1024);
+    assert_eq!(defaults.uds_mode, None);
+    let set = ok(&[
+        "--uds",
+        "/tmp/m0.sock",
+        "--uds-permissions",
+        "0o660",
+        "--backlog",
+        "64",
+    ]);
+    assert_eq!(set.options.socket.backlog, 64);
+    assert_eq!(set.options.socket.uds_mode, Some(0o660));
+    let env = [
+        ("M0SERVE_UDS", "/tmp/m0.sock"),
+        ("M0SERVE_UDS_PERMISSIONS", "600"),
+        ("M0SERVE_BACKLOG", "2048"),
+    ];
+    let env = parse_env(&[], &env).unwrap().options.socket;
+    assert_eq!((env.backlog, env.uds_mode), (2048, Some(0o600)));
+    for mode in ["0660", "660", "0o660"] {
+        let parsed = ok(&["--uds=/tmp/s", &format!("--uds-permissions={mode}")]);
+        assert_eq!(parsed.options.socket.uds_mode, Some(0o660), "{mode}");
+    }
+    for bad in ["0", "-5", "65536", "lots"] {
+        assert!(
+            usage(&[&format!("--backlog={bad}")]).contains("--backlog"),
+            "{bad}"
+        );
+    }
+    for bad in ["rw-rw----", "8", "0x1b6", "1777", ""] {
+        let message = usage(&["--uds=/tmp/s", "--uds-permissions", bad]);
+        assert!(message.contains("--uds-permissions"), "{bad}: {message}");
+    }
+    // A mode for a socket file there is none of.
+    assert!(usage(&["--uds-permissions", "660"]).contains("needs --uds"));
+}
+
+#[test]
+fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
+    let me = std::process::id().to_string();
+    let other = (std::process::id() + 1).to_string();
+    let activated = |pid: &str, fds: &str| {
+        with_env(&[], || {
+            std::env::set_var("LISTEN_PID", pid);
+            std::env::set_var("LISTEN_FDS", fds);
+            std::env::set_var("LISTEN_FDNAMES", "http");
+            let parsed = parse(os_args(&[]));
+            let left = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"]
+                .map(|v| std::env::var_os(v).is_some());
+            for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+                std::env::remove_var(name);
+            }
+            (parsed, left)
+        })
+    };
+    let (ours, left) = activated(&me, "1");
+    assert!(matches!(
+        ours.unwrap().options.listen,
+        Listen::Fd {
+            fd: 3,
+            systemd: true
+        }
+    ));
+    assert_eq!(left, [false; 3], "cleared for what this process starts");
+    let (theirs, left) = activated(&other, "1");
+    assert!(matches!(theirs.unwrap().options.listen, Listen::Tcp { .. }));
+    assert_eq!(
+        left, [true; 3],
+        "another process's variables are left alone"
+    );
+    let Err(CliError::Usage(two)) = activated(&me, "2").0 else {
+        panic!("two sockets accepted")
+    };
+    assert!(two.contains("LISTEN_FDS=2"), "{two}");
+    let with_fd = with_env(&[], || {
+        std::env::set_var("LISTEN_PID", &me);
+        std::env::set_var("LISTEN_FDS", "1");
+        parse(os_args(&["--fd", "5"]))
+    });
+    let Err(CliError::Usage(conflict)) = with_fd else {
+        panic!("--fd and activation accepted together")
+    };
+    assert!(conflict.contains("--fd"), "{conflict}");
+}

@@ -37,13 +37,24 @@ use crate::routes::Router;
 /// Where to listen.
 #[derive(Clone, Debug)]
 pub enum Listen {
-    Tcp { host: String, port: u16 },
+    Tcp {
+        host: String,
+        port: u16,
+    },
     Unix(PathBuf),
+    /// A socket the parent left listening at this descriptor: `--fd`, or
+    /// systemd's socket activation (`systemd`: named in errors as such).
+    Fd {
+        fd: std::os::fd::RawFd,
+        systemd: bool,
+    },
 }
 
 /// Everything the server needs, built by the CLI.
 pub struct Options {
     pub listen: Listen,
+    /// The backlog and socket file mode of a listener bound here.
+    pub socket: listener::Setup,
     /// Core threads; `None`: one per CPU the process may use (its affinity
     /// mask, or fewer under a cgroup CPU quota: see `cpus`).
     pub cores: Option<usize>,
@@ -115,7 +126,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
     let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = match options.inherited.take() {
         Some(fd) => listener::adopt(fd)?,
-        None => listener::bind(&options.listen)?,
+        None => listener::bind(&options.listen, options.socket)?,
     };
     let hook = options.phase_hook.take();
     let control = Arc::new(Control::new(options.max_connections).with_tally(options.tally.take()));
@@ -125,7 +136,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         listener::Address::Tcp(addr) => ServerAddr::Tcp {
             host: match &options.listen {
                 Listen::Tcp { host, .. } => host.clone(),
-                Listen::Unix(_) => addr.ip().to_string(),
+                Listen::Unix(_) | Listen::Fd { .. } => addr.ip().to_string(),
             },
             port: addr.port(),
         },
@@ -376,10 +387,13 @@ mod tests {
     use std::io::Read;
 
     fn tcp_listener() -> listener::Listener {
-        listener::bind(&Listen::Tcp {
-            host: "127.0.0.1".into(),
-            port: 0,
-        })
+        listener::bind(
+            &Listen::Tcp {
+                host: "127.0.0.1".into(),
+                port: 0,
+            },
+            listener::Setup::default(),
+        )
         .unwrap()
     }
 
