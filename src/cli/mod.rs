@@ -205,7 +205,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         max_connections: server.max_connections,
         graceful_timeout: server.graceful_timeout,
         router,
-        access_log: server.access_log,
+        access_log: server.access_log(),
         app: None,
         ws: http.ws(),
         ws_max_message: http.ws_max_message(),

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use super::values::{at_least_one, parse_mode, parse_seconds};
 use super::CliError;
 use crate::backend::Choice;
+use crate::server::access_log::{format, Format};
 use crate::server::listener::{Setup, BACKLOG};
 use crate::server::Listen;
 
@@ -63,9 +64,13 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
     pub(super) log_level: LogLevel,
 
-    /// Log each request in the common log format.
+    /// Log each request in the common log format (or the --access-log-format).
     #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
-    pub(super) access_log: bool,
+    access_log: bool,
+
+    /// The access log's line: gunicorn's atoms (%(h)s %(t)s "%(r)s" %(s)s %(D)s %({name}i)s ...) or json; turns the access log on.
+    #[arg(long, env = "M0SERVE_ACCESS_LOG_FORMAT", value_name = "FORMAT", value_parser = Format::parse)]
+    access_log_format: Option<Format>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +142,19 @@ impl ServerArgs {
                 port: self.port,
             },
         })
+    }
+
+    /// The access log's format: on with `--access-log` (the default line)
+    /// or with a `--access-log-format` (a format given for a log left off
+    /// would be a silent mistake).
+    pub(super) fn access_log(&self) -> Option<Format> {
+        match &self.access_log_format {
+            Some(format) => Some(format.clone()),
+            None if self.access_log => {
+                Some(Format::parse(format::DEFAULT).expect("the default format parses"))
+            }
+            None => None,
+        }
     }
 
     /// How a listener bound here is set up. (Checked here rather than by

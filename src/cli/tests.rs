@@ -93,7 +93,7 @@ fn defaults() {
     assert_eq!(options.keep_alive_timeout, Duration::from_secs(5));
     assert_eq!(options.graceful_timeout, Duration::from_secs(30));
     assert_eq!(options.max_connections, 10_000);
-    assert!(!options.access_log);
+    assert!(options.access_log.is_none());
     assert_eq!(log_level, tracing::Level::INFO);
     assert!(options.router.route(&get("/healthz")).is_none());
 }
@@ -124,7 +124,7 @@ fn flags() {
     assert_eq!(options.keep_alive_timeout, Duration::from_secs(1));
     assert_eq!(options.max_connections, 7);
     assert_eq!(options.graceful_timeout, Duration::from_millis(2500));
-    assert!(options.access_log);
+    assert!(options.access_log.is_some());
     assert_eq!(log_level, tracing::Level::TRACE);
     assert_eq!(
         options.router.route(&get("/healthz")).map(|r| r.status),
@@ -182,7 +182,7 @@ fn environment_variables_are_read_and_flags_win() {
     assert_eq!(options.backend, Choice::Portable);
     assert_eq!(options.cores, Some(2));
     assert_eq!(options.limits.max_body, 4096);
-    assert!(options.access_log);
+    assert!(options.access_log.is_some());
     assert_eq!(log_level, tracing::Level::DEBUG);
 
     let Ok(flagged) = parse_env(&["--port", "9002"], &env) else {
@@ -196,7 +196,7 @@ fn environment_variables_are_read_and_flags_win() {
     let Ok(off) = parse_env(&[], &[("M0SERVE_ACCESS_LOG", "false")]) else {
         panic!("parse failed")
     };
-    assert!(!off.options.access_log);
+    assert!(off.options.access_log.is_none());
 
     let bad = parse_env(&[], &[("M0SERVE_PORT", "http")]);
     assert!(matches!(bad, Err(CliError::Usage(ref m)) if m.contains("invalid value 'http'")));
@@ -708,4 +708,24 @@ fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
         panic!("--fd and activation accepted together")
     };
     assert!(conflict.contains("--fd"), "{conflict}");
+}
+
+#[test]
+fn access_log_formats() {
+    use crate::server::access_log::{format, Format};
+    let default = Format::parse(format::DEFAULT).unwrap();
+    assert_eq!(ok(&["--access-log"]).options.access_log, Some(default));
+    // A format turns the log on: given for a log left off, it would do nothing.
+    assert_eq!(
+        ok(&["--access-log-format", "json"]).options.access_log,
+        Some(Format::Json)
+    );
+    let env = [("M0SERVE_ACCESS_LOG_FORMAT", "%(s)s %(D)s")];
+    let from_env = parse_env(&[], &env).unwrap().options.access_log.unwrap();
+    assert_eq!(from_env, Format::parse("%(s)s %(D)s").unwrap());
+    let message = usage(&["--access-log-format", "%(h)s %(zz)s"]);
+    assert!(
+        message.contains("--access-log-format") && message.contains("unknown atom %(zz)s"),
+        "{message}"
+    );
 }

@@ -7,7 +7,7 @@
 //! shutdown: cores stop accepting, close idle connections, finish the
 //! requests in flight, and are closed regardless at `--graceful-timeout`.
 
-mod access_log;
+pub mod access_log;
 #[cfg(test)]
 mod app_tests;
 pub mod cpus;
@@ -71,8 +71,8 @@ pub struct Options {
     pub router: Router,
     /// Where requests no Rust-native route answers go (None: 404).
     pub app: Option<std::sync::Arc<dyn crate::app::App>>,
-    /// Log each request in the common log format (target `m0serve::access`).
-    pub access_log: bool,
+    /// Log each request in this format (target `m0serve::access`; None: off).
+    pub access_log: Option<access_log::Format>,
     /// Serve WebSocket upgrades to an app that takes them (else they reach
     /// it as plain HTTP).
     pub ws: bool,
@@ -149,7 +149,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         limits: options.limits,
         header_read_timeout: options.header_read_timeout,
         keep_alive_timeout: options.keep_alive_timeout,
-        access_log: options.access_log,
+        access_log: options.access_log.map(Arc::new),
         ws: options.ws,
         ws_max_message: options.ws_max_message,
         body_buffer: options.body_buffer.map(Arc::new),

@@ -62,7 +62,8 @@ pub struct Shared {
     pub limits: Limits,
     pub header_read_timeout: Duration,
     pub keep_alive_timeout: Duration,
-    pub access_log: bool,
+    /// The access log's format (None: no access log).
+    pub access_log: Option<Arc<access_log::Format>>,
     /// Serve WebSocket upgrades (to an app that takes them).
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
@@ -96,6 +97,8 @@ impl Service for HttpService {
             // A connection that never sends a head is held to the head's timeout.
             deadline: Some(Instant::now() + self.shared.header_read_timeout),
             head_started: None,
+            request_started: Instant::now(),
+            log: access_log::Backlog::default(),
             body_clock: None,
             send_since: None,
             queue: VecDeque::new(),
@@ -133,6 +136,10 @@ pub struct HttpSession {
     deadline: Option<Instant>,
     /// When the first byte of the head being read arrived.
     head_started: Option<Instant>,
+    /// When the first byte of the request being answered arrived.
+    request_started: Instant,
+    /// Answered requests whose lines wait for their last byte to be sent.
+    log: access_log::Backlog,
     /// While a body is wanted: since when its next bytes are awaited.
     body_clock: Option<Instant>,
     /// While output is queued: since when the client took none of it.
@@ -170,7 +177,8 @@ impl HttpSession {
             match self.conn.next_event() {
                 None => break,
                 Some(Event::Head(head)) => {
-                    self.head_started = None;
+                    // Not set when the whole head came in this read.
+                    self.request_started = self.head_started.take().unwrap_or(now);
                     self.on_head(head, &mut out);
                 }
                 Some(Event::Data(data)) => self.app_body(data, &mut out),
@@ -252,8 +260,16 @@ impl HttpSession {
             (_, Body::File { file, offset, len }) => self.queue_file(file, offset, len, out),
         };
         self.conn.finish_response(out);
-        if self.shared.access_log {
-            access_log::record(&self.peer, head, status, sent);
+        if let Some(format) = &self.shared.access_log {
+            let headers = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+            let answer = access_log::Answered {
+                head: head.clone(),
+                status,
+                bytes: sent,
+                response_headers: access_log::kept_headers(format, headers),
+                started: self.request_started,
+            };
+            self.log.push(self.queued + out.len() as u64, answer);
         }
     }
 
@@ -415,6 +431,9 @@ impl Session for HttpSession {
 
     fn on_sent(&mut self, n: usize, now: Instant) {
         self.queued -= n as u64;
+        if let Some(format) = self.shared.access_log.as_deref() {
+            self.log.sent(n, now, &self.peer, format);
+        }
         if n > 0 {
             self.send_since = Some(now); // the client is reading
         }
@@ -537,6 +556,9 @@ impl Session for HttpSession {
 impl Drop for HttpSession {
     /// The connection is gone: an application still answering is told.
     fn drop(&mut self) {
+        if let Some(format) = self.shared.access_log.as_deref() {
+            self.log.flush(Instant::now(), &self.peer, format);
+        }
         if let Some(call) = self.app.take() {
             call.abandon();
         }
