@@ -105,29 +105,52 @@ def test_json_lines(backend, interface):
     assert second["duration_us"] >= 50_000
 
 
-def test_the_line_waits_for_the_last_byte(backend, interface):
-    """A 16 MiB answer the client takes only after a second: no line before
-    then (the line is not written when the answer is queued), and its
-    duration covers the wait."""
-    server = start(backend, interface, "--access-log-format=ACCESS %(U)s %(B)s %(D)s")
-    try:
-        with server.connect() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
-            sock.sendall(request("/big?mib=16"))
-            time.sleep(1.0)
-            assert "ACCESS /big" not in server.output, "logged before the client took the answer"
-            received = 0
-            while True:
-                data = sock.recv(1 << 20)
-                if not data:
-                    break
-                received += len(data)
-        assert received > 16 << 20
-        m = server.wait_for(r"ACCESS /big (\d+) (\d+)$", 10)
-    finally:
-        stop_cleanly(server)
+def slow_download(server, target: str) -> "re.Match[str]":
+    """GET `target` (16 MiB), taking none of it for a second: no line before
+    the client has it all (a line written when the answer was queued would
+    be out by then), and its duration covers the wait."""
+    path = target.split("?")[0]
+    with server.connect() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        sock.sendall(request(target))
+        time.sleep(1.0)
+        assert f"ACCESS {path} " not in server.output, "logged before the client took the answer"
+        received = 0
+        while True:
+            data = sock.recv(1 << 20)
+            if not data:
+                break
+            received += len(data)
+    assert received > 16 << 20
+    m = server.wait_for(rf"ACCESS {re.escape(path)} (\d+) (\d+)$", 10)
     assert int(m.group(1)) == 16 << 20
     assert int(m.group(2)) >= 1_000_000, m.group(0)
+    return m
+
+
+def test_the_line_waits_for_the_last_byte(backend, interface):
+    server = start(backend, interface, "--access-log-format=ACCESS %(U)s %(B)s %(D)s")
+    try:
+        slow_download(server, "/big?mib=16")
+    finally:
+        stop_cleanly(server)
+
+
+def test_a_routes_line_waits_for_the_last_byte(backend, tmp_path):
+    """A static file: the whole answer is queued at once (no app pacing it),
+    so only the output offset tells when its last byte went."""
+    (tmp_path / "big.bin").write_bytes(b"y" * (16 << 20))
+    server = start(
+        backend,
+        "wsgi",
+        "--access-log-format=ACCESS %(U)s %(B)s %(D)s",
+        "--static-path-route=/static",
+        f"--static-path-mount={tmp_path}",
+    )
+    try:
+        slow_download(server, "/static/big.bin")
+    finally:
+        stop_cleanly(server)
 
 
 def test_client_values_cannot_forge_a_line_or_a_field(backend):
