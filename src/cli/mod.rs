@@ -21,6 +21,7 @@ mod http;
 mod log_prefix;
 mod routes;
 mod server;
+mod socket_activation;
 #[cfg(test)]
 mod tests;
 mod values;
@@ -198,7 +199,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let router = routes.router()?;
     let app = app.spec()?;
     let options = Options {
-        listen: server.listen(),
+        listen: server.listen()?,
+        socket: server.socket()?,
         cores: server.cores,
         backend,
         limits: http.limits(),
@@ -207,7 +209,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         max_connections: server.max_connections,
         graceful_timeout: server.graceful_timeout,
         router,
-        access_log: server.access_log,
+        access_log: server.access_log(),
         app: None,
         ws: http.ws(),
         ws_max_message: http.ws_max_message(),

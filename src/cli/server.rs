@@ -7,9 +7,11 @@ use std::time::Duration;
 use clap::builder::FalseyValueParser;
 use clap::{Args, ValueEnum};
 
-use super::values::{at_least_one, parse_seconds};
+use super::values::{at_least_one, parse_mode, parse_seconds};
 use super::CliError;
 use crate::backend::Choice;
+use crate::server::access_log::{format, Format};
+use crate::server::listener::{Setup, BACKLOG};
 use crate::server::Listen;
 
 #[derive(Args, Debug)]
@@ -25,6 +27,18 @@ pub(super) struct ServerArgs {
     /// Listen on this Unix domain socket instead (--host and --port are then unused).
     #[arg(long, env = "M0SERVE_UDS", value_name = "PATH")]
     uds: Option<PathBuf>,
+
+    /// Serve on the listening socket the parent process left open at this descriptor (instead of --host/--port/--uds).
+    #[arg(long, env = "M0SERVE_FD", value_name = "N", value_parser = clap::value_parser!(i32).range(0..), conflicts_with_all = ["uds", "host", "port", "backlog"])]
+    fd: Option<i32>,
+
+    /// Mode of the --uds socket file, in octal (660, 0o660), set before it listens [default: the umask's].
+    #[arg(long, env = "M0SERVE_UDS_PERMISSIONS", value_name = "MODE", value_parser = parse_mode)]
+    uds_permissions: Option<u32>,
+
+    /// Listen backlog: connections the kernel queues before they are accepted (capped at net.core.somaxconn).
+    #[arg(long, env = "M0SERVE_BACKLOG", value_name = "N", default_value_t = BACKLOG, value_parser = clap::value_parser!(i32).range(1..=65535))]
+    backlog: i32,
 
     /// Core threads, each pinned to one CPU [default: every CPU the process may run on, fewer under a cgroup CPU quota].
     #[arg(long, env = "M0SERVE_CORES", value_name = "N", value_parser = at_least_one)]
@@ -58,9 +72,13 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_METRICS_ADDRESS", value_name = "HOST:PORT", value_parser = parse_metrics_address)]
     pub(super) metrics_address: Option<String>,
 
-    /// Log each request in the common log format.
+    /// Log each request in the common log format (or the --access-log-format).
     #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
-    pub(super) access_log: bool,
+    access_log: bool,
+
+    /// The access log's line: gunicorn's atoms (%(h)s %(t)s "%(r)s" %(s)s %(D)s %({name}i)s ...) or json; turns the access log on.
+    #[arg(long, env = "M0SERVE_ACCESS_LOG_FORMAT", value_name = "FORMAT", value_parser = Format::parse)]
+    access_log_format: Option<Format>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,15 +130,54 @@ impl ServerArgs {
         })
     }
 
-    /// Where to listen: the Unix socket when given, else host and port.
-    pub(super) fn listen(&self) -> Listen {
-        match &self.uds {
-            Some(path) => Listen::Unix(path.clone()),
-            None => Listen::Tcp {
+    /// Where to listen: a socket systemd's activation passed (which replaces
+    /// the address flags; with `--fd` it is an error), else `--fd`, else the
+    /// Unix socket when given, else host and port.
+    pub(super) fn listen(&self) -> Result<Listen, CliError> {
+        if let Some(fd) = super::socket_activation::take().map_err(CliError::Usage)? {
+            if self.fd.is_some() {
+                return Err(CliError::Usage(
+                    "--fd conflicts with systemd's socket activation (LISTEN_FDS)".into(),
+                ));
+            }
+            return Ok(Listen::Fd { fd, systemd: true });
+        }
+        Ok(match (self.fd, &self.uds) {
+            (Some(fd), _) => Listen::Fd { fd, systemd: false },
+            (None, Some(path)) => Listen::Unix(path.clone()),
+            (None, None) => Listen::Tcp {
                 host: self.host.clone(),
                 port: self.port,
             },
+        })
+    }
+
+    /// The access log's format: on with `--access-log` (the default line)
+    /// or with a `--access-log-format` (a format given for a log left off
+    /// would be a silent mistake).
+    pub(super) fn access_log(&self) -> Option<Format> {
+        match &self.access_log_format {
+            Some(format) => Some(format.clone()),
+            None if self.access_log => {
+                Some(Format::parse(format::DEFAULT).expect("the default format parses"))
+            }
+            None => None,
         }
+    }
+
+    /// How a listener bound here is set up. (Checked here rather than by
+    /// clap's `requires`, whose message names the missing flag on a second
+    /// line, which the one-line error drops.)
+    pub(super) fn socket(&self) -> Result<Setup, CliError> {
+        if self.uds_permissions.is_some() && self.uds.is_none() {
+            return Err(CliError::Usage(
+                "--uds-permissions needs --uds (the socket file it applies to)".into(),
+            ));
+        }
+        Ok(Setup {
+            backlog: self.backlog,
+            uds_mode: self.uds_permissions,
+        })
     }
 }
 

@@ -95,7 +95,7 @@ fn defaults() {
     assert_eq!(options.keep_alive_timeout, Duration::from_secs(5));
     assert_eq!(options.graceful_timeout, Duration::from_secs(30));
     assert_eq!(options.max_connections, 10_000);
-    assert!(!options.access_log);
+    assert!(options.access_log.is_none());
     assert_eq!(log_level, tracing::Level::INFO);
     assert!(options.router.route(&get("/healthz")).is_none());
 }
@@ -131,7 +131,7 @@ fn flags() {
     assert_eq!(options.keep_alive_timeout, Duration::from_secs(1));
     assert_eq!(options.max_connections, 7);
     assert_eq!(options.graceful_timeout, Duration::from_millis(2500));
-    assert!(options.access_log);
+    assert!(options.access_log.is_some());
     assert_eq!(log_level, tracing::Level::TRACE);
     assert_eq!(
         options.router.route(&get("/healthz")).map(|r| r.status),
@@ -204,7 +204,7 @@ fn environment_variables_are_read_and_flags_win() {
     assert_eq!(options.backend, Choice::Portable);
     assert_eq!(options.cores, Some(2));
     assert_eq!(options.limits.max_body, 4096);
-    assert!(options.access_log);
+    assert!(options.access_log.is_some());
     assert_eq!(log_level, tracing::Level::DEBUG);
 
     let Ok(flagged) = parse_env(&["--port", "9002"], &env) else {
@@ -218,7 +218,7 @@ fn environment_variables_are_read_and_flags_win() {
     let Ok(off) = parse_env(&[], &[("M0SERVE_ACCESS_LOG", "false")]) else {
         panic!("parse failed")
     };
-    assert!(!off.options.access_log);
+    assert!(off.options.access_log.is_none());
 
     let bad = parse_env(&[], &[("M0SERVE_PORT", "http")]);
     assert!(matches!(bad, Err(CliError::Usage(ref m)) if m.contains("invalid value 'http'")));
@@ -635,4 +635,143 @@ fn metrics_address_from_the_flag_or_its_variable() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn inherited_socket_flags() {
+    let fd = ok(&["--fd", "5"]).options;
+    assert!(matches!(
+        fd.listen,
+        Listen::Fd {
+            fd: 5,
+            systemd: false
+        }
+    ));
+    let env = parse_env(&[], &[("M0SERVE_FD", "4")]).unwrap().options;
+    assert!(matches!(
+        env.listen,
+        Listen::Fd {
+            fd: 4,
+            systemd: false
+        }
+    ));
+    // The address flags and --backlog do nothing with a socket already bound.
+    for other in [
+        ["--port", "1"],
+        ["--host", "::"],
+        ["--uds", "/tmp/x"],
+        ["--backlog", "9"],
+    ] {
+        let message = usage(&["--fd", "5", other[0], other[1]]);
+        assert!(message.contains("cannot be used with"), "{message}");
+    }
+    assert!(usage(&["--fd=-1"]).contains("--fd"));
+}
+
+#[test]
+fn backlog_and_uds_permissions() {
+    let defaults = ok(&[]).options.socket;
+    assert_eq!(defaults.backlog, 1024);
+    assert_eq!(defaults.uds_mode, None);
+    let set = ok(&[
+        "--uds",
+        "/tmp/m0.sock",
+        "--uds-permissions",
+        "0o660",
+        "--backlog",
+        "64",
+    ]);
+    assert_eq!(set.options.socket.backlog, 64);
+    assert_eq!(set.options.socket.uds_mode, Some(0o660));
+    let env = [
+        ("M0SERVE_UDS", "/tmp/m0.sock"),
+        ("M0SERVE_UDS_PERMISSIONS", "600"),
+        ("M0SERVE_BACKLOG", "2048"),
+    ];
+    let env = parse_env(&[], &env).unwrap().options.socket;
+    assert_eq!((env.backlog, env.uds_mode), (2048, Some(0o600)));
+    for mode in ["0660", "660", "0o660"] {
+        let parsed = ok(&["--uds=/tmp/s", &format!("--uds-permissions={mode}")]);
+        assert_eq!(parsed.options.socket.uds_mode, Some(0o660), "{mode}");
+    }
+    for bad in ["0", "-5", "65536", "lots"] {
+        assert!(
+            usage(&[&format!("--backlog={bad}")]).contains("--backlog"),
+            "{bad}"
+        );
+    }
+    for bad in ["rw-rw----", "8", "0x1b6", "1777", ""] {
+        let message = usage(&["--uds=/tmp/s", "--uds-permissions", bad]);
+        assert!(message.contains("--uds-permissions"), "{bad}: {message}");
+    }
+    // A mode for a socket file there is none of.
+    assert!(usage(&["--uds-permissions", "660"]).contains("needs --uds"));
+}
+
+#[test]
+fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
+    let me = std::process::id().to_string();
+    let other = (std::process::id() + 1).to_string();
+    let activated = |pid: &str, fds: &str| {
+        with_env(&[], || {
+            std::env::set_var("LISTEN_PID", pid);
+            std::env::set_var("LISTEN_FDS", fds);
+            std::env::set_var("LISTEN_FDNAMES", "http");
+            let parsed = parse(os_args(&[]));
+            let left = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"]
+                .map(|v| std::env::var_os(v).is_some());
+            for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+                std::env::remove_var(name);
+            }
+            (parsed, left)
+        })
+    };
+    let (ours, left) = activated(&me, "1");
+    assert!(matches!(
+        ours.unwrap().options.listen,
+        Listen::Fd {
+            fd: 3,
+            systemd: true
+        }
+    ));
+    assert_eq!(left, [false; 3], "cleared for what this process starts");
+    let (theirs, left) = activated(&other, "1");
+    assert!(matches!(theirs.unwrap().options.listen, Listen::Tcp { .. }));
+    assert_eq!(
+        left, [true; 3],
+        "another process's variables are left alone"
+    );
+    let Err(CliError::Usage(two)) = activated(&me, "2").0 else {
+        panic!("two sockets accepted")
+    };
+    assert!(two.contains("LISTEN_FDS=2"), "{two}");
+    let with_fd = with_env(&[], || {
+        std::env::set_var("LISTEN_PID", &me);
+        std::env::set_var("LISTEN_FDS", "1");
+        parse(os_args(&["--fd", "5"]))
+    });
+    let Err(CliError::Usage(conflict)) = with_fd else {
+        panic!("--fd and activation accepted together")
+    };
+    assert!(conflict.contains("--fd"), "{conflict}");
+}
+
+#[test]
+fn access_log_formats() {
+    use crate::server::access_log::{format, Format};
+    let default = Format::parse(format::DEFAULT).unwrap();
+    assert_eq!(ok(&["--access-log"]).options.access_log, Some(default));
+    // A format turns the log on: given for a log left off, it would do nothing.
+    assert_eq!(
+        ok(&["--access-log-format", "json"]).options.access_log,
+        Some(Format::Json)
+    );
+    let env = [("M0SERVE_ACCESS_LOG_FORMAT", "%(s)s %(D)s")];
+    let from_env = parse_env(&[], &env).unwrap().options.access_log.unwrap();
+    assert_eq!(from_env, Format::parse("%(s)s %(D)s").unwrap());
+    let message = usage(&["--access-log-format", "%(h)s %(zz)s"]);
+    assert!(
+        message.contains("--access-log-format") && message.contains("unknown atom %(zz)s"),
+        "{message}"
+    );
 }

@@ -40,3 +40,17 @@ pub(super) fn parse_size(s: &str) -> Result<u64, String> {
         .checked_mul(1 << shift)
         .ok_or_else(|| "too large".into())
 }
+
+/// File permission bits in octal, as chmod takes them: `660`, `0660`, `0o660`.
+pub(super) fn parse_mode(s: &str) -> Result<u32, String> {
+    const FORM: &str = "expected permission bits in octal, e.g. 660, 0660 or 0o660";
+    let s = s.trim();
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err(FORM.into());
+    }
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 => Ok(mode),
+        _ => Err("permission bits go up to 777 (no setuid, setgid or sticky bit)".into()),
+    }
+}

@@ -1,66 +1,120 @@
-//! The access log: one line per answered request in the Common Log Format,
-//! emitted through `tracing` under the target `m0serve::access`.
+//! The access log: one line per answered request, in the `--access-log-format`
+//! ([`format`]), emitted through `tracing` under the target `m0serve::access`.
+//!
+//! A line is written by the core thread once the response's last byte has
+//! been sent (handed to the kernel), with the request's duration from the
+//! first byte of its head to then; never by Python. A session keeps its
+//! answered-but-not-yet-sent requests in a [`Backlog`], each marked with the
+//! output offset its response ends at. A connection that ends before its
+//! answers are out (a reset, a timeout) still logs them, at its end.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+pub mod clf_time;
+pub mod format;
 
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub use format::Format;
+
+use super::until_sent::UntilSent;
 use crate::backend::Peer;
-use crate::http::{RequestHead, Version};
+use crate::http::RequestHead;
 
-/// Log `head` answered with `status` and `bytes` of body.
-pub fn record(peer: &Peer, head: &RequestHead, status: u16, bytes: u64) {
-    let host = match peer {
-        Peer::Tcp(addr) => addr.ip().to_string(),
-        Peer::Unix => "unix".to_string(),
-    };
-    let version = match head.version {
-        Version::Http10 => "HTTP/1.0",
-        Version::Http11 => "HTTP/1.1",
-    };
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    tracing::info!(
-        target: "m0serve::access",
-        "{host} - - [{}] \"{} {} {version}\" {status} {bytes}",
-        clf_time(secs),
-        head.method,
-        head.target.escape_debug(),
-    );
+/// An answered request waiting for its last byte to go out.
+pub struct Answered {
+    pub head: RequestHead,
+    pub status: u16,
+    /// Body bytes of the answer.
+    pub bytes: u64,
+    /// The response headers the format shows ([`Format::response_headers`]).
+    pub response_headers: Vec<(String, Vec<u8>)>,
+    /// When the head's first byte arrived.
+    pub started: Instant,
 }
 
-/// `10/Oct/2000:13:55:36 +0000` for `secs` since the epoch (UTC).
-fn clf_time(secs: u64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+/// A session's answered requests, in output order, until their last byte is sent.
+#[derive(Default)]
+pub struct Backlog(UntilSent<Answered>);
+
+impl Backlog {
+    /// `answer`'s last byte is `queued` bytes past what has been sent.
+    pub fn push(&mut self, queued: u64, answer: Answered) {
+        self.0.push(queued, answer);
+    }
+
+    /// `n` more bytes went out at `now`: log the answers they completed.
+    pub fn sent(&mut self, n: usize, now: Instant, peer: &Peer, format: &Format) {
+        self.0.sent(n as u64);
+        while let Some(answer) = self.0.pop_done() {
+            write(peer, &answer, now, format);
+        }
+    }
+
+    /// The connection ended: log what is left as of `now`.
+    pub fn flush(&mut self, now: Instant, peer: &Peer, format: &Format) {
+        for answer in self.0.drain() {
+            write(peer, &answer, now, format);
+        }
+    }
+}
+
+/// The response headers of `headers` that `format` shows, kept for its line.
+pub fn kept_headers<'h, V: AsRef<[u8]> + 'h>(
+    format: &Format,
+    headers: impl IntoIterator<Item = (&'h str, V)>,
+) -> Vec<(String, Vec<u8>)> {
+    let wanted = format.response_headers();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    headers
+        .into_iter()
+        .filter(|(name, _)| wanted.iter().any(|w| name.eq_ignore_ascii_case(w)))
+        .map(|(name, value)| (name.to_string(), value.as_ref().to_vec()))
+        .collect()
+}
+
+fn write(peer: &Peer, answer: &Answered, now: Instant, format: &Format) {
+    let duration = now.saturating_duration_since(answer.started);
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .saturating_sub(duration);
+    let record = format::Record {
+        peer,
+        head: &answer.head,
+        status: answer.status,
+        bytes: answer.bytes,
+        response_headers: &answer.response_headers,
+        duration,
+        started_us: wall.as_micros() as u64,
+        pid: std::process::id(),
+    };
+    let mut line = String::with_capacity(256);
+    format.render(&record, &mut line);
+    tracing::info!(target: "m0serve::access", "{line}");
 }
 
 #[cfg(test)]
 mod tests {
-    use super::clf_time;
+    use super::*;
 
     #[test]
-    fn formats_known_instants() {
-        assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
-        assert_eq!(clf_time(971_186_136), "10/Oct/2000:13:55:36 +0000");
-        assert_eq!(clf_time(1_709_210_096), "29/Feb/2024:12:34:56 +0000");
+    fn only_the_response_headers_the_format_shows_are_kept() {
+        let format = Format::parse("%({x-request-id}o)s %({Server}o)s").unwrap();
+        let headers = [
+            ("Content-Type", "text/plain"),
+            ("X-Request-Id", "7"),
+            ("server", "m0"),
+        ];
+        let kept = kept_headers(&format, headers);
+        assert_eq!(
+            kept,
+            vec![
+                ("X-Request-Id".into(), b"7".to_vec()),
+                ("server".into(), b"m0".to_vec())
+            ]
+        );
+        let none = Format::parse(format::DEFAULT).unwrap();
+        assert!(kept_headers(&none, headers).is_empty());
     }
 }

@@ -39,7 +39,7 @@ fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
         limits: Limits::default(),
         header_read_timeout: Duration::from_secs(10),
         keep_alive_timeout: Duration::from_secs(10),
-        access_log: false,
+        access_log: None,
         ws: true,
         ws_max_message: 16 << 20,
         body_buffer: None,

@@ -1,11 +1,13 @@
 //! The listening socket every core accepts from: TCP or a Unix domain socket,
 //! non-blocking, with a deep backlog (connections beyond `max_connections`
-//! wait there, see [`crate::backend::Control::try_reserve`]).
+//! wait there, see [`crate::backend::Control::try_reserve`]); bound here, or
+//! inherited already listening from the parent (`--fd`, systemd's socket
+//! activation).
 
 use std::fmt;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::OwnedFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,17 +15,39 @@ use socket2::{Domain, SockAddr, Socket, Type};
 
 use super::Listen;
 
-/// The listen backlog: what a burst (or a full server) queues in the kernel.
+/// The default listen backlog (`--backlog`): what a burst (or a full
+/// server) queues in the kernel.
 pub const BACKLOG: i32 = 1024;
+
+/// How a socket this process binds is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    /// The `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
+    pub backlog: i32,
+    /// The mode of a Unix socket's file, set between bind and listen, so no
+    /// client connects while it is still the umask's (None: the umask's).
+    pub uds_mode: Option<u32>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            backlog: BACKLOG,
+            uds_mode: None,
+        }
+    }
+}
 
 /// A bound listener. A Unix socket's file is removed when this is dropped,
 /// unless it is `shared`.
 pub struct Listener {
     pub fd: Arc<OwnedFd>,
     pub addr: Address,
-    /// Bound by a supervisor and shared with its other workers: one open file
-    /// description, so this process must neither shut it down (that would stop
-    /// every worker's listener) nor unlink its file (the supervisor's to do).
+    /// Not this process's to shut down or unlink: bound by a supervisor and
+    /// shared with its other workers (one open file description: a shutdown
+    /// would stop every worker's listener), or inherited from the parent
+    /// (`--fd`, socket activation), which keeps it for the next server: new
+    /// connections then wait in its backlog rather than being refused.
     pub shared: bool,
 }
 
@@ -64,14 +88,24 @@ impl fmt::Display for Address {
 
 /// Bind and listen on `listen`. TCP with `SO_REUSEADDR` (a restart does not
 /// wait out TIME_WAIT); port 0 binds a free port, which [`Listener::addr`] names.
-pub fn bind(listen: &Listen) -> io::Result<Listener> {
+/// An inherited descriptor is checked and taken over as it is (its backlog
+/// is its parent's choice).
+pub fn bind(listen: &Listen, setup: Setup) -> io::Result<Listener> {
     match listen {
-        Listen::Tcp { host, port } => bind_tcp(host, *port),
-        Listen::Unix(path) => bind_unix(path),
+        Listen::Tcp { host, port } => bind_tcp(host, *port, setup.backlog),
+        Listen::Unix(path) => bind_unix(path, setup),
+        Listen::Fd { fd, systemd } => {
+            let name = if *systemd {
+                format!("socket activation's fd {fd}")
+            } else {
+                format!("--fd {fd}")
+            };
+            inherit(*fd).map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))
+        }
     }
 }
 
-fn bind_tcp(host: &str, port: u16) -> io::Result<Listener> {
+fn bind_tcp(host: &str, port: u16, backlog: i32) -> io::Result<Listener> {
     // "[::1]" as well as "::1": the brackets belong to URLs, not addresses.
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
@@ -81,7 +115,7 @@ fn bind_tcp(host: &str, port: u16) -> io::Result<Listener> {
     sock.set_reuse_address(true)?;
     sock.bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("binding {addr}: {e}")))?;
-    sock.listen(BACKLOG)?;
+    sock.listen(backlog)?;
     sock.set_nonblocking(true)?;
     let bound = sock
         .local_addr()?
@@ -94,18 +128,72 @@ fn bind_tcp(host: &str, port: u16) -> io::Result<Listener> {
     })
 }
 
-fn bind_unix(path: &Path) -> io::Result<Listener> {
+fn bind_unix(path: &Path, setup: Setup) -> io::Result<Listener> {
+    use std::os::unix::fs::PermissionsExt;
     remove_stale(path)?;
     let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
     sock.bind(&SockAddr::unix(path)?)
         .map_err(|e| io::Error::new(e.kind(), format!("binding {}: {e}", path.display())))?;
-    sock.listen(BACKLOG)?;
+    if let Some(mode) = setup.uds_mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| {
+            let _ = std::fs::remove_file(path); // ours, and not yet listening
+            io::Error::new(
+                e.kind(),
+                format!("--uds-permissions on {}: {e}", path.display()),
+            )
+        })?;
+    }
+    sock.listen(setup.backlog)?;
     sock.set_nonblocking(true)?;
     Ok(Listener {
         fd: Arc::new(sock.into()),
         addr: Address::Unix(path.to_path_buf()),
         shared: false,
     })
+}
+
+/// Take over the listening socket the parent left open at `fd`: it must be
+/// a stream socket (TCP or Unix) in the listening state, or the server does
+/// not start. Close-on-exec from here on (a worker gets it from its
+/// supervisor explicitly; the application's subprocesses never do).
+fn inherit(fd: RawFd) -> io::Result<Listener> {
+    // SAFETY: F_GETFD/F_SETFD on a descriptor number only read and set its flags.
+    let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0
+        && unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } >= 0;
+    if !open {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "not an open descriptor",
+        ));
+    }
+    // SAFETY: the parent opened `fd` for this process; the command line (or
+    // the environment, which was cleared) names it once, and this is the
+    // one place that takes it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    check_listening(&owned)?;
+    adopt(owned)
+}
+
+/// Refuse what cannot be accepted from: not a socket, a datagram socket, a
+/// socket nobody called `listen(2)` on, or an address family we do not serve.
+fn check_listening(fd: &OwnedFd) -> io::Result<()> {
+    let sock = socket2::SockRef::from(fd);
+    let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, why.to_string());
+    let kind = sock.r#type().map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOTSOCK) => invalid("not a socket"),
+        _ => e,
+    })?;
+    if kind != Type::STREAM {
+        return Err(invalid("not a stream socket (SOCK_STREAM)"));
+    }
+    let domain = sock.domain()?;
+    if ![Domain::IPV4, Domain::IPV6, Domain::UNIX].contains(&domain) {
+        return Err(invalid("not a TCP or Unix domain socket"));
+    }
+    if !sock.is_listener()? {
+        return Err(invalid("not listening (nobody called listen(2) on it)"));
+    }
+    Ok(())
 }
 
 /// Take over a listener a supervisor bound and passed down (a worker's):
@@ -181,10 +269,13 @@ mod tests {
 
     #[test]
     fn port_zero_binds_a_real_port_that_accepts() {
-        let l = bind(&Listen::Tcp {
-            host: "127.0.0.1".into(),
-            port: 0,
-        })
+        let l = bind(
+            &Listen::Tcp {
+                host: "127.0.0.1".into(),
+                port: 0,
+            },
+            Setup::default(),
+        )
         .unwrap();
         let Address::Tcp(addr) = l.addr else {
             panic!("not TCP")
@@ -208,10 +299,13 @@ mod tests {
         if std::net::TcpListener::bind("[::1]:0").is_err() {
             return;
         }
-        let l = bind(&Listen::Tcp {
-            host: "[::1]".into(),
-            port: 0,
-        })
+        let l = bind(
+            &Listen::Tcp {
+                host: "[::1]".into(),
+                port: 0,
+            },
+            Setup::default(),
+        )
         .unwrap();
         assert!(l.addr.to_string().starts_with("http://[::1]:"));
     }
@@ -221,7 +315,7 @@ mod tests {
         let path = temp_path("stale");
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap()); // leaves the file
         assert!(path.exists());
-        let l = bind(&Listen::Unix(path.clone())).unwrap();
+        let l = bind(&Listen::Unix(path.clone()), Setup::default()).unwrap();
         assert_eq!(l.addr.to_string(), format!("unix:{}", path.display()));
         let _client = std::os::unix::net::UnixStream::connect(&path).unwrap();
         assert!(SockRef::from(&*l.fd).accept().is_ok());
@@ -233,7 +327,7 @@ mod tests {
     fn a_live_unix_socket_is_not_taken_over() {
         let path = temp_path("live");
         let live = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let err = bind(&Listen::Unix(path.clone()))
+        let err = bind(&Listen::Unix(path.clone()), Setup::default())
             .err()
             .expect("a live socket is in use");
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
@@ -242,11 +336,122 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    /// `fd` handed over as the parent would leave it: a number this process
+    /// owns no `OwnedFd` for any more.
+    fn leak(fd: impl Into<OwnedFd>) -> RawFd {
+        use std::os::fd::IntoRawFd;
+        fd.into().into_raw_fd()
+    }
+
+    fn inherited(fd: RawFd) -> io::Result<Listener> {
+        bind(&Listen::Fd { fd, systemd: false }, Setup::default())
+    }
+
+    #[test]
+    fn an_inherited_listener_is_served_left_shared_and_close_on_exec() {
+        let parent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = parent.local_addr().unwrap();
+        let l = inherited(leak(parent)).unwrap();
+        assert_eq!(l.addr, Address::Tcp(addr));
+        assert!(
+            l.shared,
+            "the parent's socket is not ours to shut or unlink"
+        );
+        // SAFETY: F_GETFD only reads the flags of a descriptor we hold.
+        let flags = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&*l.fd), libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        assert!(SockRef::from(&*l.fd).accept().is_ok());
+    }
+
+    #[test]
+    fn an_inherited_unix_listener_keeps_its_file() {
+        let path = temp_path("inherited");
+        let parent = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let l = inherited(leak(parent)).unwrap();
+        assert_eq!(l.addr, Address::Unix(path.clone()));
+        drop(l);
+        assert!(path.exists(), "the parent's socket file is left alone");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn what_is_not_a_listening_stream_socket_is_refused_by_name() {
+        let refused = |fd: RawFd, why: &str| {
+            let err = bind(&Listen::Fd { fd, systemd: true }, Setup::default())
+                .err()
+                .expect("refused");
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("socket activation's fd {fd}: ")),
+                "{text}"
+            );
+            assert!(text.contains(why), "{text}");
+        };
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        refused(leak(udp), "not a stream socket");
+        let unbound = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        refused(leak(unbound), "not listening");
+        let (read, _write) = std::io::pipe().unwrap();
+        refused(leak(read), "not a socket");
+        // A number no process has open (closing one of ours would race the
+        // other tests' opens for its number).
+        refused(1 << 30, "not an open descriptor");
+    }
+
+    #[test]
+    fn the_backlog_and_the_socket_file_mode_are_applied() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = temp_path("mode");
+        let setup = Setup {
+            backlog: 7,
+            uds_mode: Some(0o640),
+        };
+        let l = bind(&Listen::Unix(path.clone()), setup).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o640);
+        drop(l);
+        let tcp = bind(
+            &Listen::Tcp {
+                host: "127.0.0.1".into(),
+                port: 0,
+            },
+            setup,
+        )
+        .unwrap();
+        assert_eq!(listen_backlog(&tcp), Some(7));
+    }
+
+    /// A listening TCP socket's backlog, as the kernel reports it (Linux:
+    /// `tcpi_sacked` of a socket in LISTEN is its backlog).
+    #[cfg(target_os = "linux")]
+    fn listen_backlog(l: &Listener) -> Option<u32> {
+        // SAFETY: tcp_info is plain integers, for which all zeroes is a value.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: TCP_INFO writes at most `len` bytes into `info`, which is that large.
+        let rc = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&*l.fd),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&mut info as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        };
+        (rc == 0).then_some(info.tcpi_sacked)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn listen_backlog(_l: &Listener) -> Option<u32> {
+        Some(7)
+    }
+
     #[test]
     fn a_regular_file_at_the_path_is_left_alone() {
         let path = temp_path("file");
         std::fs::write(&path, b"not a socket").unwrap();
-        assert!(bind(&Listen::Unix(path.clone())).is_err());
+        assert!(bind(&Listen::Unix(path.clone()), Setup::default()).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
         std::fs::remove_file(&path).unwrap();
     }

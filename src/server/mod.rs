@@ -7,7 +7,7 @@
 //! shutdown: cores stop accepting, close idle connections, finish the
 //! requests in flight, and are closed regardless at `--graceful-timeout`.
 
-mod access_log;
+pub mod access_log;
 #[cfg(test)]
 mod app_tests;
 pub mod cpus;
@@ -15,6 +15,7 @@ pub mod listener;
 pub mod request_budget;
 mod sampler;
 pub mod session;
+mod until_sent;
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -38,13 +39,24 @@ use crate::routes::Router;
 /// Where to listen.
 #[derive(Clone, Debug)]
 pub enum Listen {
-    Tcp { host: String, port: u16 },
+    Tcp {
+        host: String,
+        port: u16,
+    },
     Unix(PathBuf),
+    /// A socket the parent left listening at this descriptor: `--fd`, or
+    /// systemd's socket activation (`systemd`: named in errors as such).
+    Fd {
+        fd: std::os::fd::RawFd,
+        systemd: bool,
+    },
 }
 
 /// Everything the server needs, built by the CLI.
 pub struct Options {
     pub listen: Listen,
+    /// The backlog and socket file mode of a listener bound here.
+    pub socket: listener::Setup,
     /// Core threads; `None`: one per CPU the process may use (its affinity
     /// mask, or fewer under a cgroup CPU quota: see `cpus`).
     pub cores: Option<usize>,
@@ -61,8 +73,8 @@ pub struct Options {
     pub router: Router,
     /// Where requests no Rust-native route answers go (None: 404).
     pub app: Option<std::sync::Arc<dyn crate::app::App>>,
-    /// Log each request in the common log format (target `m0serve::access`).
-    pub access_log: bool,
+    /// Log each request in this format (target `m0serve::access`; None: off).
+    pub access_log: Option<access_log::Format>,
     /// Serve WebSocket upgrades to an app that takes them (else they reach
     /// it as plain HTTP).
     pub ws: bool,
@@ -121,7 +133,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
     let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let listener = match options.inherited.take() {
         Some(fd) => listener::adopt(fd)?,
-        None => listener::bind(&options.listen)?,
+        None => listener::bind(&options.listen, options.socket)?,
     };
     let hook = options.phase_hook.take();
     let control = Arc::new(Control::new(options.max_connections).with_tally(options.tally.take()));
@@ -132,7 +144,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         listener::Address::Tcp(addr) => ServerAddr::Tcp {
             host: match &options.listen {
                 Listen::Tcp { host, .. } => host.clone(),
-                Listen::Unix(_) => addr.ip().to_string(),
+                Listen::Unix(_) | Listen::Fd { .. } => addr.ip().to_string(),
             },
             port: addr.port(),
         },
@@ -145,7 +157,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         limits: options.limits,
         header_read_timeout: options.header_read_timeout,
         keep_alive_timeout: options.keep_alive_timeout,
-        access_log: options.access_log,
+        access_log: options.access_log.map(Arc::new),
         ws: options.ws,
         ws_max_message: options.ws_max_message,
         body_buffer: options.body_buffer.map(Arc::new),
@@ -408,10 +420,13 @@ mod tests {
     use std::io::Read;
 
     fn tcp_listener() -> listener::Listener {
-        listener::bind(&Listen::Tcp {
-            host: "127.0.0.1".into(),
-            port: 0,
-        })
+        listener::bind(
+            &Listen::Tcp {
+                host: "127.0.0.1".into(),
+                port: 0,
+            },
+            listener::Setup::default(),
+        )
         .unwrap()
     }
 

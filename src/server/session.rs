@@ -67,7 +67,8 @@ pub struct Shared {
     pub limits: Limits,
     pub header_read_timeout: Duration,
     pub keep_alive_timeout: Duration,
-    pub access_log: bool,
+    /// The access log's format (None: no access log).
+    pub access_log: Option<Arc<access_log::Format>>,
     /// Serve WebSocket upgrades (to an app that takes them).
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
@@ -115,6 +116,8 @@ impl Service for HttpService {
             // A connection that never sends a head is held to the head's timeout.
             deadline: Some(Instant::now() + self.shared.header_read_timeout),
             head_started: None,
+            request_started: Instant::now(),
+            log: access_log::Backlog::default(),
             body_clock: None,
             send_since: None,
             queue: VecDeque::new(),
@@ -154,6 +157,10 @@ pub struct HttpSession {
     deadline: Option<Instant>,
     /// When the first byte of the head being read arrived.
     head_started: Option<Instant>,
+    /// When the first byte of the request being answered arrived.
+    request_started: Instant,
+    /// Answered requests whose lines wait for their last byte to be sent.
+    log: access_log::Backlog,
     /// While a body is wanted: since when its next bytes are awaited.
     body_clock: Option<Instant>,
     /// While output is queued: since when the client took none of it.
@@ -191,7 +198,9 @@ impl HttpSession {
             match self.conn.next_event() {
                 None => break,
                 Some(Event::Head(head)) => {
+                    // Not set when the whole head came in this read.
                     let start = self.head_started.take().unwrap_or(now);
+                    self.request_started = start;
                     if let Some(meter) = &mut self.meter {
                         meter.head(&head.method, start);
                     }
@@ -278,8 +287,16 @@ impl HttpSession {
             (_, Body::File { file, offset, len }) => self.queue_file(file, offset, len, out),
         };
         self.conn.finish_response(out);
-        if self.shared.access_log {
-            access_log::record(&self.peer, head, status, sent);
+        if let Some(format) = &self.shared.access_log {
+            let headers = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+            let answer = access_log::Answered {
+                head: head.clone(),
+                status,
+                bytes: sent,
+                response_headers: access_log::kept_headers(format, headers),
+                started: self.request_started,
+            };
+            self.log.push(self.queued + out.len() as u64, answer);
         }
     }
 
@@ -461,6 +478,9 @@ impl Session for HttpSession {
         if let Some(meter) = &mut self.meter {
             meter.sent(n, now);
         }
+        if let Some(format) = self.shared.access_log.as_deref() {
+            self.log.sent(n, now, &self.peer, format);
+        }
         if n > 0 {
             self.send_since = Some(now); // the client is reading
         }
@@ -610,6 +630,9 @@ impl Drop for HttpSession {
             if let Some(meter) = &mut self.meter {
                 meter.close(otherwise, now);
             }
+        }
+        if let Some(format) = self.shared.access_log.as_deref() {
+            self.log.flush(Instant::now(), &self.peer, format);
         }
         if let Some(call) = self.app.take() {
             call.abandon();

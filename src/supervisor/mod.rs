@@ -74,6 +74,7 @@ pub struct Relaunch {
 /// What the supervisor runs.
 pub struct Plan {
     pub listen: Listen,
+    pub socket: listener::Setup,
     pub workers: usize,
     pub pid_file: Option<PathBuf>,
     /// The workers' `--graceful-timeout`: a worker still running this long
@@ -100,6 +101,7 @@ impl Plan {
     pub fn new(options: &Options, supervision: &Supervision, relaunch: Relaunch) -> Plan {
         Plan {
             listen: options.listen.clone(),
+            socket: options.socket,
             workers: supervision.workers,
             pid_file: supervision.pid_file.clone(),
             graceful_timeout: options.graceful_timeout,
@@ -198,7 +200,7 @@ pub fn run(plan: Plan) -> i32 {
         Ok(wakeup) => wakeup,
         Err(e) => return fail(e),
     };
-    let listener = match listener::bind(&plan.listen) {
+    let listener = match listener::bind(&plan.listen, plan.socket) {
         Ok(listener) => listener,
         Err(e) => return fail(e),
     };

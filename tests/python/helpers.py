@@ -47,12 +47,17 @@ def child_env(extra: Optional[dict] = None) -> dict:
 class Server:
     """A running m0serve; its output (stdout and stderr) is collected line by line."""
 
-    def __init__(self, argv: List[str], cwd: Optional[Path], env: dict) -> None:
+    def __init__(
+        self, argv: List[str], cwd: Optional[Path], env: dict, pass_fds=(), listening=LISTENING
+    ) -> None:
+        """`pass_fds`: descriptors the server inherits (a socket the test made);
+        `listening`: the line that says it serves, its group 1 the address."""
         self.argv = argv
         self.proc = subprocess.Popen(
             argv,
             cwd=cwd,
             env=env,
+            pass_fds=pass_fds,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -66,7 +71,7 @@ class Server:
         for reader in self._readers:
             reader.start()
         try:
-            self.url = self.wait_for(LISTENING, START_TIMEOUT).group(1)
+            self.url = self.wait_for(listening, START_TIMEOUT).group(1)
         except AssertionError:
             self.proc.kill()
             self.proc.wait()

@@ -51,6 +51,9 @@ pub(super) struct AppCall {
     status: Option<u16>,
     /// Body bytes of the answer (for the access log).
     sent: u64,
+    /// For the access log: when the head began, and the response headers it shows.
+    started: std::time::Instant,
+    logged_headers: Vec<(String, Vec<u8>)>,
     /// A WebSocket request's handshake, until the app accepts or denies it.
     upgrade: Option<Upgrade>,
 }
@@ -171,6 +174,8 @@ impl HttpSession {
             continue_owed: expect_continue,
             status: None,
             sent: 0,
+            started: self.request_started,
+            logged_headers: Vec::new(),
             upgrade,
         });
         self.app_progress(out);
@@ -256,7 +261,7 @@ impl HttpSession {
                 self.conn.start_response(101, &list, out);
                 self.conn.finish_response(out);
                 call.status = Some(101);
-                self.log_app(call);
+                self.log_app(call, out);
                 return Step::Upgraded;
             }
             ResponseEvent::WsClose { .. } if call.status.is_none() && call.upgrade.is_some() => {
@@ -272,6 +277,9 @@ impl HttpSession {
                     .collect();
                 self.conn.start_response(status, &list, out);
                 call.status = Some(status);
+                if let Some(format) = &self.shared.access_log {
+                    call.logged_headers = access_log::kept_headers(format, list);
+                }
             }
             ResponseEvent::Body(data) if call.status.is_some() => {
                 self.conn.write_body(&data, out);
@@ -282,7 +290,7 @@ impl HttpSession {
             }
             ResponseEvent::End if call.status.is_some() => {
                 self.conn.finish_response(out);
-                self.log_app(call);
+                self.log_app(call, out);
                 return Step::Over;
             }
             ResponseEvent::Abort if call.status.is_some() => {
@@ -290,7 +298,7 @@ impl HttpSession {
                 tracing::debug!("the application failed mid-answer: closing the connection");
                 self.closed = true;
                 self.deadline = None;
-                self.log_app(call);
+                self.log_app(call, out);
                 return Step::Over;
             }
             event => {
@@ -302,7 +310,7 @@ impl HttpSession {
                 if call.status.is_some() {
                     self.closed = true;
                     self.deadline = None;
-                    self.log_app(call);
+                    self.log_app(call, out);
                 } else {
                     let head = call.head.clone();
                     self.respond(&head, Reply::text(500, "Internal Server Error"), out);
@@ -313,10 +321,17 @@ impl HttpSession {
         Step::More
     }
 
-    fn log_app(&self, call: &AppCall) {
-        if self.shared.access_log {
-            let status = call.status.unwrap_or(500);
-            access_log::record(&self.peer, &call.head, status, call.sent);
+    /// Keep `call`'s line until its last byte, the end of `out`, is sent.
+    fn log_app(&mut self, call: &mut AppCall, out: &[u8]) {
+        if self.shared.access_log.is_some() {
+            let answer = access_log::Answered {
+                head: call.head.clone(),
+                status: call.status.unwrap_or(500),
+                bytes: call.sent,
+                response_headers: std::mem::take(&mut call.logged_headers),
+                started: call.started,
+            };
+            self.log.push(self.queued + out.len() as u64, answer);
         }
     }
 }

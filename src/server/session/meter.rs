@@ -12,24 +12,21 @@ use std::time::Instant;
 
 use crate::http::ServerConn;
 use crate::metrics::counters::{method_index, Cause, Shard, OTHER};
+use crate::server::until_sent::UntilSent;
 
 pub(super) struct Meter {
     shard: &'static Shard,
     /// Requests read and not yet answered: method and start.
     heads: VecDeque<(usize, Instant)>,
-    /// Answers finished and not yet all sent: where their last byte is in
-    /// the connection's output, their method, status and start, and whether
-    /// a head was counted as started for them.
-    answered: VecDeque<Answer>,
-    /// Bytes written so far.
-    sent: u64,
+    /// Answers finished and not yet all sent: their method, status and
+    /// start, and whether a head was counted as started for them.
+    answered: UntilSent<Answer>,
     /// The first reason the session gave for closing.
     cause: Option<Cause>,
     ws: bool,
 }
 
 struct Answer {
-    end: u64,
     method: usize,
     status: u16,
     start: Instant,
@@ -44,8 +41,7 @@ impl Meter {
         Meter {
             shard,
             heads: VecDeque::new(),
-            answered: VecDeque::new(),
-            sent: 0,
+            answered: UntilSent::default(),
             cause: None,
             ws: false,
         }
@@ -70,13 +66,15 @@ impl Meter {
                 // An answer without a head read: a 400 for an unreadable one.
                 None => (OTHER, now, false),
             };
-            self.answered.push_back(Answer {
-                end: self.sent + queued,
-                method,
-                status,
-                start,
-                headed,
-            });
+            self.answered.push(
+                queued,
+                Answer {
+                    method,
+                    status,
+                    start,
+                    headed,
+                },
+            );
         }
         self.settle(now);
     }
@@ -84,21 +82,14 @@ impl Meter {
     /// `n` more bytes were written.
     pub(super) fn sent(&mut self, n: usize, now: Instant) {
         self.shard.bytes_out(n);
-        self.sent += n as u64;
+        self.answered.sent(n as u64);
         self.settle(now);
     }
 
     fn settle(&mut self, now: Instant) {
-        while self.answered.front().is_some_and(|a| a.end <= self.sent) {
-            let a = self.answered.pop_front().expect("checked");
-            self.count(a, now);
+        while let Some(a) = self.answered.pop_done() {
+            count(self.shard, a, now);
         }
-    }
-
-    fn count(&self, a: Answer, now: Instant) {
-        let elapsed = now.saturating_duration_since(a.start);
-        self.shard
-            .request_done(a.method, a.status, elapsed, a.headed);
     }
 
     /// Why the connection is closing, if no reason was given before.
@@ -120,8 +111,8 @@ impl Meter {
     /// count, and the close is counted with its cause (`otherwise` when the
     /// session gave none).
     pub(super) fn close(&mut self, otherwise: Cause, now: Instant) {
-        for a in std::mem::take(&mut self.answered) {
-            self.count(a, now);
+        for a in self.answered.drain() {
+            count(self.shard, a, now);
         }
         for _ in self.heads.drain(..) {
             self.shard.request_dropped();
@@ -131,4 +122,9 @@ impl Meter {
         }
         self.shard.closed(self.cause.unwrap_or(otherwise));
     }
+}
+
+fn count(shard: &Shard, a: Answer, now: Instant) {
+    let elapsed = now.saturating_duration_since(a.start);
+    shard.request_done(a.method, a.status, elapsed, a.headed);
 }

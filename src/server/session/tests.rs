@@ -17,7 +17,7 @@ pub(super) fn service(router: Router) -> HttpService {
         limits: Limits::default(),
         header_read_timeout: Duration::from_secs(10),
         keep_alive_timeout: Duration::from_secs(5),
-        access_log: false,
+        access_log: None,
         ws: true,
         ws_max_message: 16 << 20,
         body_buffer: None,

@@ -67,7 +67,7 @@ impl Client {
             limits: Limits::default(),
             header_read_timeout: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(5),
-            access_log: false,
+            access_log: None,
             ws,
             ws_max_message: max,
             body_buffer: None,

@@ -89,3 +89,9 @@ def bad_start_response(environ, start_response):
     elif path == "/ok":
         return _text(start_response, "fine")
     return [b"body"]
+
+
+def listen_env(environ, start_response):
+    """The socket-activation variables this worker's process sees (`-` when unset)."""
+    seen = [os.environ.get(name, "-") for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")]
+    return _text(start_response, " ".join(seen))
