@@ -19,6 +19,7 @@
 mod app;
 mod http;
 mod log_prefix;
+mod proxy;
 mod routes;
 mod server;
 #[cfg(test)]
@@ -52,6 +53,8 @@ struct Args {
     routes: routes::RouteArgs,
     #[command(flatten)]
     http: http::HttpArgs,
+    #[command(flatten)]
+    proxy: proxy::ProxyArgs,
     #[command(flatten)]
     app: app::AppArgs,
     #[command(flatten)]
@@ -184,6 +187,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         server,
         routes,
         http,
+        proxy,
         app,
         workers,
         recycle,
@@ -193,6 +197,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let backend = server.backend()?;
     let router = routes.router()?;
     let app = app.spec()?;
+    let proxy = proxy.proxy(proxy::uvicorn_env())?;
     let options = Options {
         listen: server.listen(),
         cores: server.cores,
@@ -210,6 +215,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
+        proxy,
         cpu_share: None,
         inherited: None,
         tally: None,

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use crate::app::{App, BufferConfig, ServerAddr};
 use crate::backend::{Notifier, Output, Peer, Service, Session};
+use crate::http::proxy_protocol::Preamble;
 use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
@@ -74,6 +75,8 @@ pub struct Shared {
     pub body_read_timeout: Duration,
     /// How long queued output may wait for the client to take any (closed beyond).
     pub send_timeout: Duration,
+    /// Proxy headers and the PROXY protocol.
+    pub proxy: super::proxy::ProxyConfig,
 }
 
 /// Opens an [`HttpSession`] per connection; one per core thread.
@@ -91,8 +94,12 @@ impl Service for HttpService {
     type Session = HttpSession;
 
     fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
+        let mut conn = ServerConn::new(self.shared.limits);
+        if self.shared.proxy.expects_preamble(peer) {
+            conn.expect_preamble();
+        }
         HttpSession {
-            conn: ServerConn::new(self.shared.limits),
+            conn,
             // A connection that never sends a head is held to the head's timeout.
             deadline: Some(Instant::now() + self.shared.header_read_timeout),
             head_started: None,
@@ -169,6 +176,11 @@ impl HttpSession {
         {
             match self.conn.next_event() {
                 None => break,
+                Some(Event::Preamble(preamble)) => {
+                    if let Preamble::Proxied(client) = preamble {
+                        self.peer = Peer::Tcp(client);
+                    }
+                }
                 Some(Event::Head(head)) => {
                     self.head_started = None;
                     self.on_head(head, &mut out);

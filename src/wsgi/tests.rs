@@ -65,6 +65,7 @@ fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
             expect_continue: false,
         },
         peer: Peer::Tcp("10.1.2.3:5555".parse().unwrap()),
+        forwarded: Default::default(),
         server: Arc::new(ServerAddr::Tcp {
             host: "127.0.0.1".to_owned(),
             port: 8000,

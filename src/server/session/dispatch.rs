@@ -149,9 +149,11 @@ impl HttpSession {
             // waiting for `100 Continue` would wait for ever.
             self.conn.write_continue(out);
         }
+        let (peer, forwarded) = self.shared.proxy.forwarded(&self.peer, &head);
         let request = AppRequest {
             head: head.clone(),
-            peer: self.peer.clone(),
+            peer,
+            forwarded,
             server: self.shared.server.clone(),
             kind: match &upgrade {
                 None => RequestKind::Http,
