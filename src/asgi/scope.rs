@@ -185,7 +185,10 @@ fn set_forwarded(
             ServerAddr::Tcp { host, .. } => host.clone(),
             ServerAddr::Unix(path) => path.display().to_string(),
         });
-        scope.set_item(intern!(py, "server"), (name, origin.port).into_pyobject(py)?)?;
+        scope.set_item(
+            intern!(py, "server"),
+            (name, origin.port).into_pyobject(py)?,
+        )?;
     }
     Ok(())
 }

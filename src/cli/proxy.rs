@@ -39,9 +39,9 @@ impl ProxyArgs {
             (Some(t), _) => t.clone(),
             (None, None) => Trusted::default(),
             (None, Some(value)) => {
-                let value = value.to_str().ok_or_else(|| {
-                    CliError::Usage(format!("{UVICORN_ENV} is not valid UTF-8"))
-                })?;
+                let value = value
+                    .to_str()
+                    .ok_or_else(|| CliError::Usage(format!("{UVICORN_ENV} is not valid UTF-8")))?;
                 Trusted::parse(value).map_err(|e| {
                     CliError::Usage(format!("invalid value '{value}' for {UVICORN_ENV}: {e}"))
                 })?

@@ -14,7 +14,7 @@
 //!   would combine claims no single trusted hop made. A malformed `Forwarded`
 //!   changes nothing (and still shadows `X-Forwarded-*`).
 //! - **The client** is the right-most hop not itself trusted, as uvicorn
-//!   >= 0.30 does: each proxy appends the address it received from, so the
+//!   0.30 and later do: each proxy appends the address it received from, so the
 //!   entries left of the first untrusted one were written by someone we
 //!   cannot believe. When every hop is trusted (or the list is `*`), the
 //!   left-most. The client is only ever an IP address: a chosen entry that is
@@ -104,9 +104,14 @@ pub fn resolve(headers: &[(String, Vec<u8>)], trusted: &Trusted) -> Forwarded {
     if let Some(value) = joined(headers, "x-forwarded-for") {
         let hops: Vec<Node> = value
             .split(|&b| b == b',')
-            .map(|item| match std::str::from_utf8(trim(item)).ok().and_then(|s| s.parse().ok()) {
-                Some(ip) => Node::Ip(ip, None),
-                None => Node::Opaque,
+            .map(|item| {
+                match std::str::from_utf8(trim(item))
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                {
+                    Some(ip) => Node::Ip(ip, None),
+                    None => Node::Opaque,
+                }
             })
             .collect();
         f.client = choose(&hops, trusted).and_then(|i| hops[i].addr());
@@ -154,7 +159,12 @@ fn choose(hops: &[Node], trusted: &Trusted) -> Option<usize> {
         Node::Opaque => false,
     };
     let last = hops.len().checked_sub(1)?;
-    Some(hops.iter().rposition(|n| !believed(n)).unwrap_or(0).min(last))
+    Some(
+        hops.iter()
+            .rposition(|n| !believed(n))
+            .unwrap_or(0)
+            .min(last),
+    )
 }
 
 /// One `Forwarded` element's parameters (RFC 7239 §4).
@@ -303,7 +313,10 @@ fn host_port(v: &[u8]) -> Option<(String, Option<u16>)> {
         let end = v.iter().position(|&b| b == b':').unwrap_or(v.len());
         let reg = |b: &u8| {
             b.is_ascii_alphanumeric()
-                || matches!(b, b'-' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\'')
+                || matches!(
+                    b,
+                    b'-' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\''
+                )
                 || matches!(b, b'(' | b')' | b'*' | b'+' | b';' | b'=')
         };
         if end == 0 || !v[..end].iter().all(reg) {

@@ -21,11 +21,21 @@ fn client(f: &Forwarded) -> Option<String> {
 
 #[test]
 fn x_forwarded_for_takes_the_right_most_untrusted_hop() {
-    let f = resolve(&h(&[("X-Forwarded-For", "6.6.6.6, 1.2.3.4, 10.0.0.2")]), &proxies());
-    assert_eq!(client(&f).as_deref(), Some("1.2.3.4:0"), "the spoofed 6.6.6.6 is left of an untrusted hop");
+    let f = resolve(
+        &h(&[("X-Forwarded-For", "6.6.6.6, 1.2.3.4, 10.0.0.2")]),
+        &proxies(),
+    );
+    assert_eq!(
+        client(&f).as_deref(),
+        Some("1.2.3.4:0"),
+        "the spoofed 6.6.6.6 is left of an untrusted hop"
+    );
     // Repeated lines are one list, in order.
     let f = resolve(
-        &h(&[("x-forwarded-for", "6.6.6.6"), ("X-Forwarded-For", "1.2.3.4,10.1.1.1")]),
+        &h(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("X-Forwarded-For", "1.2.3.4,10.1.1.1"),
+        ]),
         &proxies(),
     );
     assert_eq!(client(&f).as_deref(), Some("1.2.3.4:0"));
@@ -33,7 +43,10 @@ fn x_forwarded_for_takes_the_right_most_untrusted_hop() {
     let f = resolve(&h(&[("X-Forwarded-For", "10.0.0.9, 10.0.0.2")]), &proxies());
     assert_eq!(client(&f).as_deref(), Some("10.0.0.9:0"));
     // `*`: the left-most, as uvicorn.
-    let f = resolve(&h(&[("X-Forwarded-For", "1.1.1.1, 2.2.2.2")]), &Trusted::parse("*").unwrap());
+    let f = resolve(
+        &h(&[("X-Forwarded-For", "1.1.1.1, 2.2.2.2")]),
+        &Trusted::parse("*").unwrap(),
+    );
     assert_eq!(client(&f).as_deref(), Some("1.1.1.1:0"));
     let f = resolve(&h(&[("X-Forwarded-For", "2001:db8::1, ::1")]), &local());
     assert_eq!(client(&f).as_deref(), Some("[::1]:0"));
@@ -41,7 +54,14 @@ fn x_forwarded_for_takes_the_right_most_untrusted_hop() {
 
 #[test]
 fn x_forwarded_for_without_an_address_keeps_the_peer() {
-    for value in ["", " , ", "1.2.3.4, garbage", "1.2.3.4, 5.6.7.8:80", "unknown", "1.2.3.4, [::1]"] {
+    for value in [
+        "",
+        " , ",
+        "1.2.3.4, garbage",
+        "1.2.3.4, 5.6.7.8:80",
+        "unknown",
+        "1.2.3.4, [::1]",
+    ] {
         let f = resolve(&h(&[("X-Forwarded-For", value)]), &proxies());
         assert_eq!(f.client, None, "{value:?}");
     }
@@ -60,22 +80,64 @@ fn x_forwarded_proto_host_and_port() {
     assert_eq!(f.host.as_deref(), Some("example.com"));
     assert_eq!(f.port, Some(8443));
     let f = resolve(
-        &h(&[("X-Forwarded-Host", "[2001:db8::1]:80"), ("X-Forwarded-Port", "443")]),
+        &h(&[
+            ("X-Forwarded-Host", "[2001:db8::1]:80"),
+            ("X-Forwarded-Port", "443"),
+        ]),
         &local(),
     );
-    assert_eq!((f.host.as_deref(), f.port), (Some("[2001:db8::1]"), Some(443)));
-    assert_eq!(resolve(&h(&[("X-Forwarded-Proto", "wss")]), &local()).secure, Some(true));
-    assert_eq!(resolve(&h(&[("X-Forwarded-Proto", "ws")]), &local()).secure, Some(false));
+    assert_eq!(
+        (f.host.as_deref(), f.port),
+        (Some("[2001:db8::1]"), Some(443))
+    );
+    assert_eq!(
+        resolve(&h(&[("X-Forwarded-Proto", "wss")]), &local()).secure,
+        Some(true)
+    );
+    assert_eq!(
+        resolve(&h(&[("X-Forwarded-Proto", "ws")]), &local()).secure,
+        Some(false)
+    );
     for bad in ["ftp", "https, http", "", "h ttps"] {
-        assert_eq!(resolve(&h(&[("X-Forwarded-Proto", bad)]), &local()).secure, None, "{bad:?}");
+        assert_eq!(
+            resolve(&h(&[("X-Forwarded-Proto", bad)]), &local()).secure,
+            None,
+            "{bad:?}"
+        );
     }
-    let twice = h(&[("X-Forwarded-Proto", "https"), ("X-Forwarded-Proto", "https")]);
-    assert_eq!(resolve(&twice, &local()).secure, None, "a repeated line is ambiguous");
-    for bad in ["", "a b", "a,b", "a:99999", "a:", "[::1", "[nothost]", "a/b", "a:1:2", ":80"] {
-        assert_eq!(resolve(&h(&[("X-Forwarded-Host", bad)]), &local()).host, None, "{bad:?}");
+    let twice = h(&[
+        ("X-Forwarded-Proto", "https"),
+        ("X-Forwarded-Proto", "https"),
+    ]);
+    assert_eq!(
+        resolve(&twice, &local()).secure,
+        None,
+        "a repeated line is ambiguous"
+    );
+    for bad in [
+        "",
+        "a b",
+        "a,b",
+        "a:99999",
+        "a:",
+        "[::1",
+        "[nothost]",
+        "a/b",
+        "a:1:2",
+        ":80",
+    ] {
+        assert_eq!(
+            resolve(&h(&[("X-Forwarded-Host", bad)]), &local()).host,
+            None,
+            "{bad:?}"
+        );
     }
     for bad in ["", "65536", "-1", "8 0", "123456"] {
-        assert_eq!(resolve(&h(&[("X-Forwarded-Port", bad)]), &local()).port, None, "{bad:?}");
+        assert_eq!(
+            resolve(&h(&[("X-Forwarded-Port", bad)]), &local()).port,
+            None,
+            "{bad:?}"
+        );
     }
 }
 
@@ -101,9 +163,18 @@ fn forwarded_elements_per_rfc_7239() {
         &proxies(),
     );
     assert_eq!(client(&f).as_deref(), Some("[2001:db9::17]:4711"));
-    assert_eq!((f.secure, f.host.as_deref(), f.port), (Some(true), Some("example.com"), Some(444)));
+    assert_eq!(
+        (f.secure, f.host.as_deref(), f.port),
+        (Some(true), Some("example.com"), Some(444))
+    );
     // Quoted-pairs unescape; lines join into one list.
-    let f = resolve(&h(&[("Forwarded", r#"for="1.2\.3.4""#), ("Forwarded", "for=10.0.0.3")]), &proxies());
+    let f = resolve(
+        &h(&[
+            ("Forwarded", r#"for="1.2\.3.4""#),
+            ("Forwarded", "for=10.0.0.3"),
+        ]),
+        &proxies(),
+    );
     assert_eq!(client(&f).as_deref(), Some("1.2.3.4:0"));
 }
 
@@ -124,19 +195,22 @@ fn forwarded_opaque_nodes_keep_the_peer() {
     let f = resolve(&h(&[("Forwarded", r#"for="1.2.3.4:_p1""#)]), &proxies());
     assert_eq!(client(&f).as_deref(), Some("1.2.3.4:0"));
     // The element without `for` still carries the hop's proto.
-    assert_eq!(resolve(&h(&[("Forwarded", "proto=https")]), &local()).secure, Some(true));
+    assert_eq!(
+        resolve(&h(&[("Forwarded", "proto=https")]), &local()).secure,
+        Some(true)
+    );
 }
 
 #[test]
 fn malformed_forwarded_changes_nothing_and_shadows_x_forwarded() {
     for value in [
-        "for=[::1]",                // IPv6 must be quoted
+        "for=[::1]", // IPv6 must be quoted
         "for=::1",
-        r#"for="::1""#,             // and bracketed
-        "for=1.2.3.4;for=5.6.7.8",  // a parameter twice in one element
+        r#"for="::1""#,            // and bracketed
+        "for=1.2.3.4;for=5.6.7.8", // a parameter twice in one element
         "for = 1.2.3.4",
         "for=1.2.3.4 ;proto=https",
-        r#"for="1.2.3.4"#,          // unterminated
+        r#"for="1.2.3.4"#, // unterminated
         "for=1.2.3.4:99999",
         "for=01.2.3.4",
         "for",
@@ -165,7 +239,11 @@ fn forwarded_wins_over_x_forwarded_without_mixing() {
     ]);
     let f = resolve(&headers, &local());
     assert_eq!(client(&f).as_deref(), Some("1.2.3.4:0"));
-    assert_eq!((f.secure, f.host), (None, None), "nothing taken from X-Forwarded-*");
+    assert_eq!(
+        (f.secure, f.host),
+        (None, None),
+        "nothing taken from X-Forwarded-*"
+    );
 }
 
 #[test]
@@ -197,12 +275,27 @@ fn origin_from_host_and_port() {
         host: host.map(str::to_owned),
         port,
     };
-    let o = f(Some("example.com"), None, Some(true)).origin(Some(b"inner:8000")).unwrap();
-    assert_eq!((o.name.as_deref(), o.port, o.http_host.as_deref()), (Some("example.com"), 443, Some("example.com")));
-    let o = f(Some("example.com"), Some(8443), None).origin(None).unwrap();
-    assert_eq!((o.name.as_deref(), o.port, o.http_host.as_deref()), (Some("example.com"), 8443, Some("example.com:8443")));
-    let o = f(None, Some(8443), None).origin(Some(b"inner:8000")).unwrap();
-    assert_eq!((o.name, o.port, o.http_host.as_deref()), (None, 8443, Some("inner:8443")));
+    let o = f(Some("example.com"), None, Some(true))
+        .origin(Some(b"inner:8000"))
+        .unwrap();
+    assert_eq!(
+        (o.name.as_deref(), o.port, o.http_host.as_deref()),
+        (Some("example.com"), 443, Some("example.com"))
+    );
+    let o = f(Some("example.com"), Some(8443), None)
+        .origin(None)
+        .unwrap();
+    assert_eq!(
+        (o.name.as_deref(), o.port, o.http_host.as_deref()),
+        (Some("example.com"), 8443, Some("example.com:8443"))
+    );
+    let o = f(None, Some(8443), None)
+        .origin(Some(b"inner:8000"))
+        .unwrap();
+    assert_eq!(
+        (o.name, o.port, o.http_host.as_deref()),
+        (None, 8443, Some("inner:8443"))
+    );
     let o = f(None, Some(8443), None).origin(Some(b"bad host")).unwrap();
     assert_eq!((o.port, o.http_host), (8443, None));
     assert_eq!(f(None, None, Some(true)).origin(Some(b"inner")), None);

@@ -42,7 +42,11 @@ pub struct Malformed;
 pub fn parse(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
     let n = buf.len().min(V2_SIGNATURE.len());
     if buf[..n] == V2_SIGNATURE[..n] {
-        return if n == V2_SIGNATURE.len() { v2(buf) } else { Ok(None) };
+        return if n == V2_SIGNATURE.len() {
+            v2(buf)
+        } else {
+            Ok(None)
+        };
     }
     let n = buf.len().min(6);
     if buf[..n] != b"PROXY "[..n] {
@@ -54,7 +58,11 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
 fn v1(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
     let window = &buf[..buf.len().min(V1_MAX)];
     let Some(cr) = window.iter().position(|&b| b == b'\r') else {
-        return if window.len() == V1_MAX { Err(Malformed) } else { Ok(None) };
+        return if window.len() == V1_MAX {
+            Err(Malformed)
+        } else {
+            Ok(None)
+        };
     };
     match buf.get(cr + 1) {
         None => return Ok(None),
@@ -108,7 +116,8 @@ fn v2(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
             _ => Ok(None),
         };
     };
-    let (version_command, family, len) = (head[12], head[13], u16::from_be_bytes([head[14], head[15]]));
+    let (version_command, family, len) =
+        (head[12], head[13], u16::from_be_bytes([head[14], head[15]]));
     if version_command >> 4 != 2 {
         return Err(Malformed);
     }
@@ -137,20 +146,29 @@ fn v2(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
         _ if local => None,
         1 => {
             let ip = Ipv4Addr::new(body[0], body[1], body[2], body[3]);
-            Some(SocketAddr::new(ip.into(), u16::from_be_bytes([body[8], body[9]])))
+            Some(SocketAddr::new(
+                ip.into(),
+                u16::from_be_bytes([body[8], body[9]]),
+            ))
         }
         2 => {
             let mut octets = [0u8; 16];
             octets.copy_from_slice(&body[..16]);
             let ip = Ipv6Addr::from(octets);
-            Some(SocketAddr::new(ip.into(), u16::from_be_bytes([body[32], body[33]])))
+            Some(SocketAddr::new(
+                ip.into(),
+                u16::from_be_bytes([body[32], body[33]]),
+            ))
         }
         _ => None, // UNSPEC or AF_UNIX: no IP client to name
     };
     if !local && address_family != 0 && transport == 0 {
         return Err(Malformed); // PROXY over an unspecified transport, with addresses
     }
-    Ok(Some((client.map_or(Preamble::Local, Preamble::Proxied), total)))
+    Ok(Some((
+        client.map_or(Preamble::Local, Preamble::Proxied),
+        total,
+    )))
 }
 
 /// Walk the TLVs (type, 16-bit length, value) to the end: none may overrun.

@@ -33,7 +33,10 @@ fn v1_tcp4_tcp6_and_unknown() {
     let line = b"PROXY TCP6 2001:db8::7 ::1 1 65535\r\n";
     assert_eq!(
         parse(line),
-        Ok(Some((Preamble::Proxied(addr("[2001:db8::7]:1")), line.len())))
+        Ok(Some((
+            Preamble::Proxied(addr("[2001:db8::7]:1")),
+            line.len()
+        )))
     );
     assert_eq!(parse(b"PROXY UNKNOWN\r\n"), Ok(Some((Preamble::Local, 15))));
     assert_eq!(
@@ -70,7 +73,12 @@ fn v1_malformed() {
         b"proxy TCP4 1.2.3.4 1.2.3.4 1 2\r\n",
         b"\x16\x03\x01",
     ] {
-        assert_eq!(parse(bad), Err(Malformed), "{:?}", String::from_utf8_lossy(bad));
+        assert_eq!(
+            parse(bad),
+            Err(Malformed),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
     }
     // 107 bytes with no CRLF: too long, however it goes on.
     let mut long = b"PROXY UNKNOWN ".to_vec();
@@ -110,7 +118,10 @@ fn v2_local_unspec_and_unix_keep_the_peer() {
     // LOCAL with addresses: they are ignored.
     let local = v2_header(0, 0x11, &inet4([6, 6, 6, 6], 1), &[]);
     assert_eq!(parse(&local), Ok(Some((Preamble::Local, 28))));
-    assert_eq!(parse(&v2_header(1, 0x00, &[], &[])), Ok(Some((Preamble::Local, 16))));
+    assert_eq!(
+        parse(&v2_header(1, 0x00, &[], &[])),
+        Ok(Some((Preamble::Local, 16)))
+    );
     let unix = v2_header(1, 0x31, &[0u8; 216], &[]);
     assert_eq!(parse(&unix), Ok(Some((Preamble::Local, 232))));
 }
@@ -142,7 +153,10 @@ fn v2_malformed() {
         assert_eq!(parse(&bad), Err(Malformed), "{name}");
     }
     // A bad version is refused as soon as its byte is here.
-    assert_eq!(parse(&[&V2_SIGNATURE[..], &[0x31]].concat()), Err(Malformed));
+    assert_eq!(
+        parse(&[&V2_SIGNATURE[..], &[0x31]].concat()),
+        Err(Malformed)
+    );
     // Not the signature: refused at the first wrong byte.
     assert_eq!(parse(b"\r\n\r\n\0\r\nQUIX"), Err(Malformed));
     assert_eq!(parse(b"\r\n\r\n\0\r\n"), Ok(None));

@@ -44,7 +44,10 @@ impl Trusted {
             if entry == "*" {
                 trusted.any = true;
             } else if entry.is_empty() {
-                return Err("an empty entry (expected addresses or CIDR networks, comma-separated, or *)".into());
+                return Err(
+                    "an empty entry (expected addresses or CIDR networks, comma-separated, or *)"
+                        .into(),
+                );
             } else {
                 trusted.nets.push(parse_net(entry)?);
             }
@@ -75,13 +78,18 @@ fn parse_net(entry: &str) -> Result<(IpAddr, u8), String> {
     let max = if ip.is_ipv4() { 32 } else { 128 };
     let len = match len {
         None => max,
-        Some(len) if len.bytes().all(|b| b.is_ascii_digit()) && !len.is_empty() => {
-            len.parse::<u8>().ok().filter(|&n| n <= max).ok_or_else(bad)?
-        }
+        Some(len) if len.bytes().all(|b| b.is_ascii_digit()) && !len.is_empty() => len
+            .parse::<u8>()
+            .ok()
+            .filter(|&n| n <= max)
+            .ok_or_else(bad)?,
         Some(_) => return Err(bad()),
     };
     if mask(ip, len) != ip {
-        return Err(format!("{entry:?} has host bits set (did you mean {}/{len}?)", mask(ip, len)));
+        return Err(format!(
+            "{entry:?} has host bits set (did you mean {}/{len}?)",
+            mask(ip, len)
+        ));
     }
     Ok((ip, len))
 }
@@ -130,7 +138,10 @@ mod tests {
         assert!(!t.contains(ip("192.168.1.6")));
         assert!(t.contains(ip("2001:db8:1::1")));
         assert!(!t.contains(ip("2001:db9::1")));
-        assert!(t.contains(ip("::ffff:10.1.2.3")), "mapped IPv4 peers match IPv4 networks");
+        assert!(
+            t.contains(ip("::ffff:10.1.2.3")),
+            "mapped IPv4 peers match IPv4 networks"
+        );
         assert!(!t.all());
         let star = Trusted::parse("*").unwrap();
         assert!(star.all() && star.contains(ip("8.8.8.8")) && star.contains(ip("::1")));
@@ -141,8 +152,17 @@ mod tests {
     #[test]
     fn bad_entries_are_refused() {
         for bad in [
-            "", "10.0.0.1,", "localhost", "10.0.0.0/33", "10.0.0.1/8", "::1/129", "10.0.0.0/",
-            "10.0.0.0/+8", "10.0.0.0/8/8", "010.0.0.1", "unix:/tmp/s",
+            "",
+            "10.0.0.1,",
+            "localhost",
+            "10.0.0.0/33",
+            "10.0.0.1/8",
+            "::1/129",
+            "10.0.0.0/",
+            "10.0.0.0/+8",
+            "10.0.0.0/8/8",
+            "010.0.0.1",
+            "unix:/tmp/s",
         ] {
             assert!(Trusted::parse(bad).is_err(), "{bad:?} accepted");
         }

@@ -205,7 +205,11 @@ pub(super) fn build<'py>(
 
 /// What a trusted proxy forwarded (`--proxy-headers`): the scheme, and
 /// SERVER_NAME/SERVER_PORT/HTTP_HOST (the client's address is the peer's).
-fn set_forwarded(py: Python<'_>, environ: &Bound<'_, PyDict>, request: &AppRequest) -> PyResult<()> {
+fn set_forwarded(
+    py: Python<'_>,
+    environ: &Bound<'_, PyDict>,
+    request: &AppRequest,
+) -> PyResult<()> {
     let f = &request.forwarded;
     match f.secure {
         Some(true) => environ.set_item(intern!(py, "wsgi.url_scheme"), intern!(py, "https"))?,

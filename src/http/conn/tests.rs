@@ -801,7 +801,10 @@ mod preamble {
         let input = b"PROXY TCP4 192.0.2.7 10.0.0.1 5000 80\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n";
         for split in 0..input.len() {
             let mut c = proxied();
-            assert!(c.has_partial_head(), "the head's timeout runs from the start");
+            assert!(
+                c.has_partial_head(),
+                "the head's timeout runs from the start"
+            );
             assert!(!c.is_idle() && c.wants_read());
             c.recv(&input[..split]);
             let mut got = events(&mut c);
@@ -841,7 +844,13 @@ mod preamble {
     fn without_expect_preamble_a_preamble_is_a_bad_request() {
         let mut c = conn();
         c.recv(b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\nGET / HTTP/1.1\r\n\r\n");
-        assert!(matches!(events(&mut c).pop(), Some(Event::Error(HttpError::BadRequest(_)))));
-        assert!(matches!(error_of(b"\r\n\r\n\0\r\nQUIT\n!\x11\0\x0c"), HttpError::BadRequest(_)));
+        assert!(matches!(
+            events(&mut c).pop(),
+            Some(Event::Error(HttpError::BadRequest(_)))
+        ));
+        assert!(matches!(
+            error_of(b"\r\n\r\n\0\r\nQUIT\n!\x11\0\x0c"),
+            HttpError::BadRequest(_)
+        ));
     }
 }
