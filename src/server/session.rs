@@ -94,15 +94,19 @@ impl Service for HttpService {
     type Session = HttpSession;
 
     fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
+        let now = Instant::now();
         let mut conn = ServerConn::new(self.shared.limits);
-        if self.shared.proxy.expects_preamble(peer) {
+        // A PROXY protocol preamble and the first head are held to the head's
+        // timeout together, from the connection's start.
+        let preamble = self.shared.proxy.expects_preamble(peer);
+        if preamble {
             conn.expect_preamble();
         }
         HttpSession {
             conn,
             // A connection that never sends a head is held to the head's timeout.
-            deadline: Some(Instant::now() + self.shared.header_read_timeout),
-            head_started: None,
+            deadline: Some(now + self.shared.header_read_timeout),
+            head_started: preamble.then_some(now),
             body_clock: None,
             send_since: None,
             queue: VecDeque::new(),

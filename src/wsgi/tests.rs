@@ -219,6 +219,42 @@ fn the_environ_follows_pep_3333() {
 }
 
 #[test]
+fn forwarded_facts_reach_the_environ() {
+    let (app, _) = load(ENVIRON_APP, 0, "");
+    let mut req = get("/");
+    req.forwarded = crate::http::forwarded::Forwarded {
+        client: None,
+        secure: Some(true),
+        host: Some("example.com".into()),
+        port: None,
+    };
+    let (_, _, body) = parts(&serve(&app, req));
+    let body = String::from_utf8(body).unwrap();
+    for line in [
+        "SERVER_NAME='example.com'",
+        "SERVER_PORT='443'",
+        "HTTP_HOST='example.com'",
+        "wsgi.url_scheme='https'",
+        "REMOTE_ADDR='10.1.2.3'",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} not in\n{body}");
+    }
+    // A port alone keeps the Host header's name and the server's.
+    let mut req = get("/");
+    req.forwarded.port = Some(8443);
+    let (_, _, body) = parts(&serve(&app, req));
+    let body = String::from_utf8(body).unwrap();
+    for line in [
+        "SERVER_NAME='127.0.0.1'",
+        "SERVER_PORT='8443'",
+        "HTTP_HOST='example:8443'",
+        "wsgi.url_scheme='http'",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} not in\n{body}");
+    }
+}
+
+#[test]
 fn unix_sockets_name_the_server_by_its_path() {
     let (app, _) = load(ENVIRON_APP, 2, "");
     let mut req = request("POST", "/x", &[("Content-Length", "0")]);
