@@ -241,3 +241,12 @@ def test_without_proxy_protocol_a_preamble_is_a_bad_request(serve):
     response = exchange(server, v1() + request())
     assert response.startswith(b"HTTP/1.1 400 "), response
     assert facts(exchange(server, request()))["client"][0] == "127.0.0.1"
+
+
+def test_access_log_names_the_forwarded_client(serve):
+    server = serve(*APPS["wsgi"], "--proxy-headers", "--proxy-protocol", "--access-log")
+    exchange(server, v1("10.1.1.1") + request("/via-preamble"))
+    assert " 10.1.1.1 - - [" in server.wait_for(r'"GET /via-preamble HTTP/1.1"').string
+    # The preamble's client (10.1.1.1) is not trusted for headers here: only 127.0.0.1 is.
+    exchange(server, v2(command=0) + request("/via-headers", FORWARDED_HEADERS))
+    assert " 203.0.113.9 - - [" in server.wait_for(r'"GET /via-headers HTTP/1.1"').string

@@ -25,6 +25,7 @@
 use std::sync::Arc;
 
 use crate::app::{App, AppRequest, BodyBuffer, Exchange, RequestKind, ResponseEvent};
+use crate::backend::Peer;
 use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
@@ -37,6 +38,9 @@ pub(super) struct AppCall {
     exchange: Arc<Exchange>,
     /// For the access log.
     head: RequestHead,
+    /// The client as the app is told (a trusted proxy's, under
+    /// `--proxy-headers`), for the access log, as uvicorn logs it.
+    peer: Peer,
     /// Handed to the app not yet: an inline app is called once the body is
     /// complete, and a full app hands a call back.
     request: Option<AppRequest>,
@@ -152,7 +156,7 @@ impl HttpSession {
         let (peer, forwarded) = self.shared.proxy.forwarded(&self.peer, &head);
         let request = AppRequest {
             head: head.clone(),
-            peer,
+            peer: peer.clone(),
             forwarded,
             server: self.shared.server.clone(),
             kind: match &upgrade {
@@ -166,6 +170,7 @@ impl HttpSession {
             app,
             exchange: Arc::new(exchange),
             head,
+            peer,
             request: Some(request),
             body_complete: false,
             buffered: buffer.is_some(),
@@ -318,7 +323,7 @@ impl HttpSession {
     fn log_app(&self, call: &AppCall) {
         if self.shared.access_log {
             let status = call.status.unwrap_or(500);
-            access_log::record(&self.peer, &call.head, status, call.sent);
+            access_log::record(&call.peer, &call.head, status, call.sent);
         }
     }
 }
