@@ -250,3 +250,14 @@ def test_access_log_names_the_forwarded_client(serve):
     # The preamble's client (10.1.1.1) is not trusted for headers here: only 127.0.0.1 is.
     exchange(server, v2(command=0) + request("/via-headers", FORWARDED_HEADERS))
     assert " 203.0.113.9 - - [" in server.wait_for(r'"GET /via-headers HTTP/1.1"').string
+
+
+def test_websocket_scope_takes_the_forwarded_scheme(serve):
+    connect = pytest.importorskip("websockets.sync.client").connect
+    server = serve("asgi_ws_raw:app", "--interface=asgi", "--proxy-headers")
+    host, port = server.address
+    headers = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
+    with connect(f"ws://{host}:{port}/scope", additional_headers=headers, open_timeout=10) as ws:
+        scope = json.loads(ws.recv(timeout=10))
+    assert scope["scheme"] == "wss", "https through a proxy: a secure WebSocket"
+    assert scope["client"] == ["203.0.113.9", 0]
