@@ -56,9 +56,10 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
 }
 
 fn v1(buf: &[u8]) -> Result<Option<(Preamble, usize)>, Malformed> {
-    let window = &buf[..buf.len().min(V1_MAX)];
+    // The CR must leave room for its LF within the limit.
+    let window = &buf[..buf.len().min(V1_MAX - 1)];
     let Some(cr) = window.iter().position(|&b| b == b'\r') else {
-        return if window.len() == V1_MAX {
+        return if window.len() == V1_MAX - 1 {
             Err(Malformed)
         } else {
             Ok(None)

@@ -80,11 +80,18 @@ fn v1_malformed() {
             String::from_utf8_lossy(bad)
         );
     }
-    // 107 bytes with no CRLF: too long, however it goes on.
+    // 106 bytes with no CR: too long (the CRLF would end past 107), however it goes on.
     let mut long = b"PROXY UNKNOWN ".to_vec();
-    long.resize(107, b'a');
+    long.resize(106, b'a');
     assert_eq!(parse(&long), Err(Malformed));
-    assert_eq!(parse(&long[..106]), Ok(None));
+    assert_eq!(parse(&long[..105]), Ok(None));
+    // Exactly 107 bytes with the CRLF: the longest line.
+    let mut longest = long[..105].to_vec();
+    longest.extend_from_slice(b"\r\n");
+    assert_eq!(parse(&longest), Ok(Some((Preamble::Local, 107))));
+    let mut over = long.clone();
+    over.extend_from_slice(b"\r\n");
+    assert_eq!(parse(&over), Err(Malformed), "108 bytes");
 }
 
 #[test]
