@@ -202,10 +202,20 @@ def test_missing_or_malformed_preamble_closes_without_an_answer(serve, data):
 
 def test_incomplete_preamble_is_held_to_the_header_timeout(serve):
     server = serve(*APPS["wsgi"], "--proxy-protocol", "--header-read-timeout=0.5")
+    for first in (b"PROXY TCP4 203.0.", V2_SIGNATURE[:7], b""):
+        sock = server.connect()
+        try:
+            started = time.monotonic()
+            sock.sendall(first)
+            assert sock.recv(100) == b"", "closed without an answer"
+            assert time.monotonic() - started < 4.0, first
+        finally:
+            sock.close()
+    # A preamble in time, then a head that dawdles: the same clock, from the start.
     sock = server.connect()
     try:
-        sock.sendall(b"PROXY TCP4 203.0.")
         started = time.monotonic()
+        sock.sendall(v1() + b"GET / HTTP/1.1\r\n")
         assert sock.recv(100) == b""
         assert time.monotonic() - started < 4.0
     finally:
