@@ -77,6 +77,8 @@ fn parse(input: &[u8], chunk: usize) -> Parsed {
                     .expect("Data after a Head")
                     .body
                     .extend(data),
+                // No preamble is expected of this connection.
+                Event::Preamble(_) => unreachable!("a preamble without expect_preamble"),
                 Event::End => {
                     requests.last_mut().expect("End after a Head").complete = true;
                     conn.start_response(404, &[("Content-Length", b"0")], &mut out);

@@ -49,6 +49,7 @@ fn main() {
         body_buffer: None,
         body_read_timeout: Duration::from_secs(30),
         send_timeout: Duration::from_secs(30),
+        proxy: Default::default(),
         cpu_share: None,
         inherited: None,
         tally: None,

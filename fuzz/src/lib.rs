@@ -11,6 +11,7 @@
 mod chunked;
 mod conn_split;
 mod head;
+mod proxy_split;
 mod response_roundtrip;
 mod session;
 mod split;
@@ -20,6 +21,7 @@ mod ws_handshake;
 pub use chunked::chunked;
 pub use conn_split::conn_split;
 pub use head::head;
+pub use proxy_split::proxy_split;
 pub use response_roundtrip::response_roundtrip;
 pub use ws_frames::ws_frames;
 pub use ws_handshake::ws_handshake;
@@ -32,6 +34,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("head", head),
     ("chunked", chunked),
     ("conn_split", conn_split),
+    ("proxy_split", proxy_split),
     ("response_roundtrip", response_roundtrip),
     ("ws_frames", ws_frames),
     ("ws_handshake", ws_handshake),

@@ -4,6 +4,8 @@
 //! and the connection carries on as a [`WsConn`] that echoes, and what
 //! happened is written down as a [`Transcript`] to compare between feeds.
 
+use m0serve::http::forwarded;
+use m0serve::http::trusted::Trusted;
 use m0serve::http::{BodyKind, Event, Limits, RequestHead, ServerConn};
 use m0serve::ws::{handshake, WsConn, WsEvent};
 
@@ -26,6 +28,9 @@ pub enum Step {
     Error(u16),
     /// A WebSocket event, after an upgrade.
     Ws(String),
+    /// The PROXY protocol preamble, and (behind it) what each head's
+    /// forwarding headers say, as `Debug` text.
+    Proxy(String),
 }
 
 /// Everything a feed produced: what must not depend on how it was split.
@@ -46,18 +51,32 @@ pub struct Session {
     body: Vec<u8>,
     /// The request read and not answered yet.
     pending: Option<RequestHead>,
+    /// Behind a proxy: a preamble first, and the heads' forwarding headers read.
+    proxied: bool,
 }
 
 impl Session {
     /// Feeds `pieces` one `recv` each, then the end of input.
     pub fn run(pieces: &[&[u8]]) -> Transcript {
+        Session::run_with(pieces, false)
+    }
+
+    /// [`Session::run`]; `proxied`: as from a trusted proxy, the connection
+    /// opening with a PROXY protocol preamble and each head's forwarding
+    /// headers resolved.
+    pub fn run_with(pieces: &[&[u8]], proxied: bool) -> Transcript {
+        let mut conn = ServerConn::new(LIMITS);
+        if proxied {
+            conn.expect_preamble();
+        }
         let mut s = Session {
-            conn: ServerConn::new(LIMITS),
+            conn,
             ws: None,
             out: Vec::new(),
             steps: Vec::new(),
             body: Vec::new(),
             pending: None,
+            proxied,
         };
         for piece in pieces {
             s.recv(piece);
@@ -104,6 +123,13 @@ impl Session {
                         "a head before the last request ended"
                     );
                     self.steps.push(Step::Head(format!("{head:?}")));
+                    if self.proxied {
+                        for list in ["*", "127.0.0.1,10.0.0.0/8,2001:db8::/32"] {
+                            let trusted = Trusted::parse(list).expect("a valid list");
+                            let f = forwarded::resolve(&head.headers, &trusted);
+                            self.steps.push(Step::Proxy(format!("{f:?}")));
+                        }
+                    }
                     // A response before the body is read: the rest of it is dropped.
                     if head.target.contains("early") {
                         self.respond(&head);
@@ -111,6 +137,10 @@ impl Session {
                         self.conn.write_continue(&mut self.out);
                         self.pending = Some(head);
                     }
+                }
+                Event::Preamble(p) => {
+                    assert!(self.proxied, "a preamble nobody expected");
+                    self.steps.push(Step::Proxy(format!("{p:?}")));
                 }
                 Event::Data(data) => {
                     assert!(!data.is_empty(), "an empty Data event");

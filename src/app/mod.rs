@@ -40,7 +40,11 @@ pub enum ServerAddr {
 /// A request handed to an application.
 pub struct AppRequest {
     pub head: RequestHead,
+    /// The client: the connection's peer, or the one a trusted proxy named.
     pub peer: Peer,
+    /// What a trusted proxy forwarded (`--proxy-headers`; its `client` is
+    /// already the `peer`): the scheme, host and port the client used.
+    pub forwarded: crate::http::forwarded::Forwarded,
     pub server: Arc<ServerAddr>,
     pub kind: RequestKind,
 }

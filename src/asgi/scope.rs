@@ -162,6 +162,37 @@ impl Constants {
     }
 }
 
+/// What a trusted proxy forwarded (`--proxy-headers`): `scheme` and `server`
+/// (`client` is the peer already). The headers stay as sent.
+fn set_forwarded(
+    py: Python<'_>,
+    scope: &Bound<'_, PyDict>,
+    request: &AppRequest,
+    websocket: bool,
+) -> PyResult<()> {
+    let f = &request.forwarded;
+    if let Some(secure) = f.secure {
+        let scheme = match (websocket, secure) {
+            (false, false) => intern!(py, "http"),
+            (false, true) => intern!(py, "https"),
+            (true, false) => intern!(py, "ws"),
+            (true, true) => intern!(py, "wss"),
+        };
+        scope.set_item(intern!(py, "scheme"), scheme)?;
+    }
+    if let Some(origin) = f.origin(request.head.header("host")) {
+        let name = origin.name.unwrap_or_else(|| match &*request.server {
+            ServerAddr::Tcp { host, .. } => host.clone(),
+            ServerAddr::Unix(path) => path.display().to_string(),
+        });
+        scope.set_item(
+            intern!(py, "server"),
+            (name, origin.port).into_pyobject(py)?,
+        )?;
+    }
+    Ok(())
+}
+
 /// The scope for `request` (an HTTP or a WebSocket one, by its kind).
 pub(super) fn build<'py>(
     py: Python<'py>,
@@ -214,6 +245,9 @@ pub(super) fn build<'py>(
             scope.set_item(intern!(py, "client"), client)?;
         }
         Peer::Unix => scope.set_item(intern!(py, "client"), py.None())?,
+    }
+    if !request.forwarded.is_empty() {
+        set_forwarded(py, &scope, request, websocket)?;
     }
     scope.set_item(intern!(py, "state"), constants.state.bind(py).copy()?)?;
     Ok(scope)

@@ -19,6 +19,7 @@
 mod app;
 mod http;
 mod log_prefix;
+mod proxy;
 mod routes;
 mod server;
 mod socket_activation;
@@ -53,6 +54,8 @@ struct Args {
     routes: routes::RouteArgs,
     #[command(flatten)]
     http: http::HttpArgs,
+    #[command(flatten)]
+    proxy: proxy::ProxyArgs,
     #[command(flatten)]
     app: app::AppArgs,
     #[command(flatten)]
@@ -189,6 +192,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         server,
         routes,
         http,
+        proxy,
         app,
         workers,
         recycle,
@@ -198,6 +202,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let backend = server.backend()?;
     let router = routes.router()?;
     let app = app.spec()?;
+    let proxy = proxy.proxy(proxy::uvicorn_env())?;
     let options = Options {
         listen: server.listen()?,
         socket: server.socket()?,
@@ -216,6 +221,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
+        proxy,
         cpu_share: None,
         inherited: None,
         tally: None,

@@ -775,3 +775,53 @@ fn access_log_formats() {
         "{message}"
     );
 }
+
+#[test]
+fn proxy_flags_defaults_and_variables() {
+    use crate::http::trusted::Trusted;
+    let off = ok(&[]).options.proxy;
+    assert!(!off.headers && !off.protocol);
+    assert_eq!(off.trusted, Trusted::default());
+    let on = ok(&[
+        "--proxy-headers",
+        "--proxy-protocol",
+        "--forwarded-allow-ips=10.0.0.0/8, ::1",
+    ])
+    .options
+    .proxy;
+    assert!(on.headers && on.protocol);
+    assert_eq!(on.trusted, Trusted::parse("10.0.0.0/8,::1").unwrap());
+    let env = parse_env(
+        &[],
+        &[
+            ("M0SERVE_PROXY_HEADERS", "1"),
+            ("M0SERVE_FORWARDED_ALLOW_IPS", "*"),
+        ],
+    )
+    .unwrap()
+    .options
+    .proxy;
+    assert!(env.headers && env.trusted.all());
+    assert!(usage(&["--forwarded-allow-ips=localhost"]).contains("--forwarded-allow-ips"));
+}
+
+#[test]
+fn uvicorn_variable_is_the_trusted_list_unless_the_flag_is_given() {
+    use crate::http::trusted::Trusted;
+    let args = |list: &[&str]| Args::try_parse_from(os_args(list)).unwrap().proxy;
+    let uvicorn = Some(OsString::from("192.168.0.0/16"));
+    let from_env = args(&[]).proxy(uvicorn.clone()).ok().unwrap();
+    assert_eq!(from_env.trusted, Trusted::parse("192.168.0.0/16").unwrap());
+    let flag = args(&["--forwarded-allow-ips=10.0.0.1"]);
+    let from_flag = flag.proxy(uvicorn).ok().unwrap();
+    assert_eq!(from_flag.trusted, Trusted::parse("10.0.0.1").unwrap());
+    match args(&[]).proxy(Some(OsString::from("10.0.0.1,nope"))) {
+        Err(CliError::Usage(line)) => {
+            assert!(
+                line.contains("FORWARDED_ALLOW_IPS") && !line.contains('\n'),
+                "{line}"
+            )
+        }
+        _ => panic!("a bad FORWARDED_ALLOW_IPS accepted"),
+    }
+}

@@ -13,15 +13,22 @@
 //! bodies in [`conn`], the treatment of the app's response headers in
 //! [`response`]. Every response carries `Date` (cached per second, [`date`])
 //! and `Server: m0serve`.
+//!
+//! Behind a proxy: [`proxy_protocol`] parses a PROXY protocol preamble (the
+//! connection's first bytes, see [`ServerConn::expect_preamble`]),
+//! [`forwarded`] the forwarding headers, [`trusted`] the peers believed.
 
 pub mod chunked;
 pub mod conn;
 pub mod date;
 pub mod error;
+pub mod forwarded;
 pub mod head;
+pub mod proxy_protocol;
 pub(crate) mod request_line;
 pub mod response;
 pub(crate) mod target;
+pub mod trusted;
 
 pub use conn::{Event, Limits, ServerConn};
 pub use error::HttpError;

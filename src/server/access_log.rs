@@ -29,6 +29,9 @@ pub struct Answered {
     pub response_headers: Vec<(String, Vec<u8>)>,
     /// When the head's first byte arrived.
     pub started: Instant,
+    /// The client the app was told (a trusted proxy's, under
+    /// `--proxy-headers`), logged as uvicorn logs it; `None`: the connection's.
+    pub peer: Option<Peer>,
 }
 
 /// A session's answered requests, in output order, until their last byte is sent.
@@ -45,14 +48,14 @@ impl Backlog {
     pub fn sent(&mut self, n: usize, now: Instant, peer: &Peer, format: &Format) {
         self.0.sent(n as u64);
         while let Some(answer) = self.0.pop_done() {
-            write(peer, &answer, now, format);
+            write(answer.peer.as_ref().unwrap_or(peer), &answer, now, format);
         }
     }
 
     /// The connection ended: log what is left as of `now`.
     pub fn flush(&mut self, now: Instant, peer: &Peer, format: &Format) {
         for answer in self.0.drain() {
-            write(peer, &answer, now, format);
+            write(answer.peer.as_ref().unwrap_or(peer), &answer, now, format);
         }
     }
 }

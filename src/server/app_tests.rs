@@ -45,6 +45,7 @@ fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
         body_buffer: None,
         body_read_timeout: Duration::from_secs(30),
         send_timeout: Duration::from_secs(30),
+        proxy: Default::default(),
     });
     Setup::default().spawn_service(run, move |_, _| HttpService::new(shared.clone()))
 }

@@ -12,6 +12,7 @@ pub mod access_log;
 mod app_tests;
 pub mod cpus;
 pub mod listener;
+pub mod proxy;
 pub mod request_budget;
 mod sampler;
 pub mod session;
@@ -87,6 +88,8 @@ pub struct Options {
     pub body_read_timeout: Duration,
     /// Output the client takes none of for this long closes the connection.
     pub send_timeout: Duration,
+    /// Proxy headers and the PROXY protocol, and the peers trusted for them.
+    pub proxy: proxy::ProxyConfig,
     /// The core threads and CPUs its supervisor planned for this worker
     /// (None: planned here, from `cores`, the mask and the quota).
     pub cpu_share: Option<cpus::Worker>,
@@ -163,6 +166,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         body_buffer: options.body_buffer.map(Arc::new),
         body_read_timeout: options.body_read_timeout,
         send_timeout: options.send_timeout,
+        proxy: options.proxy,
     });
     let (metrics, worker) = (options.metrics, options.worker);
     let _sampler = match (metrics, &shared.app) {

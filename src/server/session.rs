@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::app::{App, BufferConfig, ServerAddr};
 use crate::backend::{Notifier, Output, Peer, Service, Session};
+use crate::http::proxy_protocol::Preamble;
 use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
 use crate::metrics::counters::{Cause, Shard};
 use crate::reply::{Body, Reply};
@@ -80,6 +81,8 @@ pub struct Shared {
     pub body_read_timeout: Duration,
     /// How long queued output may wait for the client to take any (closed beyond).
     pub send_timeout: Duration,
+    /// Proxy headers and the PROXY protocol.
+    pub proxy: super::proxy::ProxyConfig,
 }
 
 /// Opens an [`HttpSession`] per connection; one per core thread.
@@ -108,15 +111,22 @@ impl Service for HttpService {
     type Session = HttpSession;
 
     fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
+        let now = Instant::now();
         let mut conn = ServerConn::new(self.shared.limits);
+        // A PROXY protocol preamble and the first head are held to the head's
+        // timeout together, from the connection's start.
+        let preamble = self.shared.proxy.expects_preamble(peer);
+        if preamble {
+            conn.expect_preamble();
+        }
         let meter = self.shard.map(|shard| Meter::open(shard, &mut conn));
         HttpSession {
             conn,
             meter,
             // A connection that never sends a head is held to the head's timeout.
-            deadline: Some(Instant::now() + self.shared.header_read_timeout),
-            head_started: None,
-            request_started: Instant::now(),
+            deadline: Some(now + self.shared.header_read_timeout),
+            head_started: preamble.then_some(now),
+            request_started: now,
             log: access_log::Backlog::default(),
             body_clock: None,
             send_since: None,
@@ -197,6 +207,11 @@ impl HttpSession {
         {
             match self.conn.next_event() {
                 None => break,
+                Some(Event::Preamble(preamble)) => {
+                    if let Preamble::Proxied(client) = preamble {
+                        self.peer = Peer::Tcp(client);
+                    }
+                }
                 Some(Event::Head(head)) => {
                     // Not set when the whole head came in this read.
                     let start = self.head_started.take().unwrap_or(now);
@@ -295,6 +310,7 @@ impl HttpSession {
                 bytes: sent,
                 response_headers: access_log::kept_headers(format, headers),
                 started: self.request_started,
+                peer: None,
             };
             self.log.push(self.queued + out.len() as u64, answer);
         }

@@ -196,8 +196,36 @@ pub(super) fn build<'py>(
         Peer::Unix => environ.set_item(intern!(py, "REMOTE_ADDR"), intern!(py, ""))?,
     }
     set_headers(py, constants, &environ, &head.headers)?;
+    if !request.forwarded.is_empty() {
+        set_forwarded(py, &environ, request)?;
+    }
     environ.set_item(intern!(py, "wsgi.input"), input)?;
     Ok(environ)
+}
+
+/// What a trusted proxy forwarded (`--proxy-headers`): the scheme, and
+/// SERVER_NAME/SERVER_PORT/HTTP_HOST (the client's address is the peer's).
+fn set_forwarded(
+    py: Python<'_>,
+    environ: &Bound<'_, PyDict>,
+    request: &AppRequest,
+) -> PyResult<()> {
+    let f = &request.forwarded;
+    match f.secure {
+        Some(true) => environ.set_item(intern!(py, "wsgi.url_scheme"), intern!(py, "https"))?,
+        Some(false) => environ.set_item(intern!(py, "wsgi.url_scheme"), intern!(py, "http"))?,
+        None => {}
+    }
+    if let Some(origin) = f.origin(request.head.header("host")) {
+        if let Some(name) = origin.name {
+            environ.set_item(intern!(py, "SERVER_NAME"), name)?;
+        }
+        environ.set_item(intern!(py, "SERVER_PORT"), origin.port.to_string())?;
+        if let Some(host) = origin.http_host {
+            environ.set_item(intern!(py, "HTTP_HOST"), host)?;
+        }
+    }
+    Ok(())
 }
 
 /// CONTENT_TYPE, CONTENT_LENGTH and the HTTP_* entries.

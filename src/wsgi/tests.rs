@@ -65,6 +65,7 @@ fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
             expect_continue: false,
         },
         peer: Peer::Tcp("10.1.2.3:5555".parse().unwrap()),
+        forwarded: Default::default(),
         server: Arc::new(ServerAddr::Tcp {
             host: "127.0.0.1".to_owned(),
             port: 8000,
@@ -215,6 +216,42 @@ fn the_environ_follows_pep_3333() {
          version=(1, 0)\n\
          flags=(False, False, False, True)";
     assert_eq!(String::from_utf8(body).unwrap(), expected);
+}
+
+#[test]
+fn forwarded_facts_reach_the_environ() {
+    let (app, _) = load(ENVIRON_APP, 0, "");
+    let mut req = get("/");
+    req.forwarded = crate::http::forwarded::Forwarded {
+        client: None,
+        secure: Some(true),
+        host: Some("example.com".into()),
+        port: None,
+    };
+    let (_, _, body) = parts(&serve(&app, req));
+    let body = String::from_utf8(body).unwrap();
+    for line in [
+        "SERVER_NAME='example.com'",
+        "SERVER_PORT='443'",
+        "HTTP_HOST='example.com'",
+        "wsgi.url_scheme='https'",
+        "REMOTE_ADDR='10.1.2.3'",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} not in\n{body}");
+    }
+    // A port alone keeps the Host header's name and the server's.
+    let mut req = get("/");
+    req.forwarded.port = Some(8443);
+    let (_, _, body) = parts(&serve(&app, req));
+    let body = String::from_utf8(body).unwrap();
+    for line in [
+        "SERVER_NAME='127.0.0.1'",
+        "SERVER_PORT='8443'",
+        "HTTP_HOST='example:8443'",
+        "wsgi.url_scheme='http'",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} not in\n{body}");
+    }
 }
 
 #[test]

@@ -17,6 +17,14 @@
 //!   connection closes; complete heads already buffered behind it (a client
 //!   that pipelined and half-closed) are still answered first.
 //!
+//! PROXY protocol ([`ServerConn::expect_preamble`]): the connection's first
+//! bytes must be a preamble ([`crate::http::proxy_protocol`]), reported as
+//! [`Event::Preamble`] before any head. A missing or malformed one closes the
+//! connection without an answer (nothing that sent it speaks HTTP to us for
+//! sure); end of input before it is complete closes it the same way. Until it
+//! is complete the connection counts as in a partial head, so the
+//! header-read timeout bounds it.
+//!
 //! A body error found while dropping an unread body (after its response
 //! ended) closes the connection without an event: there is no request left to
 //! answer it for.
@@ -53,6 +61,8 @@ impl Default for Limits {
 /// What the connection parsed.
 #[derive(Debug)]
 pub enum Event {
+    /// The PROXY protocol preamble (only after [`ServerConn::expect_preamble`]).
+    Preamble(crate::http::proxy_protocol::Preamble),
     Head(RequestHead),
     /// A piece of the current request's body (chunk framing removed).
     Data(Vec<u8>),
@@ -66,6 +76,8 @@ pub enum Event {
 /// Where the read half is.
 #[derive(Debug)]
 enum Read {
+    /// Waiting for the PROXY protocol preamble: the connection's first bytes.
+    Preamble,
     /// Waiting for the next head. Only between exchanges: parsing a head
     /// starts one, and only its end (`finish_response`) comes back here.
     Head,
@@ -195,6 +207,13 @@ impl ServerConn {
         (!answered.is_empty()).then(|| answered.remove(0))
     }
 
+    /// The connection's first bytes must be a PROXY protocol preamble. Call
+    /// before any bytes are received.
+    pub fn expect_preamble(&mut self) {
+        debug_assert!(!self.received);
+        self.read = Read::Preamble;
+    }
+
     /// Bytes read from the peer. Call [`ServerConn::next_event`] until it
     /// returns `None` afterwards. Ignored once the connection must close.
     pub fn recv(&mut self, data: &[u8]) {
@@ -228,7 +247,7 @@ impl ServerConn {
             return false;
         }
         match self.read {
-            Read::Head | Read::Length(_) | Read::Chunked(_) => true,
+            Read::Preamble | Read::Head | Read::Length(_) | Read::Chunked(_) => true,
             Read::End | Read::Done => false,
         }
     }
@@ -241,8 +260,14 @@ impl ServerConn {
 
     /// Part of a next head has arrived, but not all of it (the header-read
     /// timeout runs).
+    /// Awaiting a PROXY protocol preamble counts too, from the start.
     pub fn has_partial_head(&self) -> bool {
-        !self.closed && matches!(self.read, Read::Head) && self.buffered() > 0
+        !self.closed
+            && match self.read {
+                Read::Head => self.buffered() > 0,
+                Read::Preamble => true,
+                _ => false,
+            }
     }
 
     /// The connection is finished: close it once the output is written.

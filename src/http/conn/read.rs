@@ -3,7 +3,7 @@
 
 use super::{Exchange, Read, ServerConn};
 use crate::http::chunked::{ChunkedDecoder, Decoded};
-use crate::http::{head, request_line};
+use crate::http::{head, proxy_protocol, request_line};
 use crate::http::{BodyKind, Event, HttpError, RequestHead};
 
 impl ServerConn {
@@ -14,6 +14,23 @@ impl ServerConn {
                 return None;
             }
             match &mut self.read {
+                Read::Preamble => {
+                    return match proxy_protocol::parse(&self.buf[self.pos..]) {
+                        Ok(Some((preamble, len))) => {
+                            self.pos += len;
+                            self.read = Read::Head;
+                            Some(Event::Preamble(preamble))
+                        }
+                        Ok(None) => {
+                            self.closed |= self.eof;
+                            None
+                        }
+                        Err(proxy_protocol::Malformed) => {
+                            self.closed = true;
+                            None
+                        }
+                    };
+                }
                 Read::Head => {
                     return match self.parse_head() {
                         Ok(Some(head)) => Some(Event::Head(head)),

@@ -25,7 +25,7 @@ fn body(events: &[Event]) -> (Vec<u8>, bool) {
         match e {
             Event::Data(d) => data.extend_from_slice(d),
             Event::End => end = true,
-            Event::Head(_) => {}
+            Event::Head(_) | Event::Preamble(_) => {}
             Event::Error(e) => panic!("unexpected error {e:?}"),
         }
     }
@@ -784,4 +784,73 @@ fn the_buffer_stays_compact() {
         c.buf.capacity()
     );
     assert!(c.is_idle());
+}
+
+mod preamble {
+    use super::*;
+    use crate::http::proxy_protocol::Preamble;
+
+    fn proxied() -> ServerConn {
+        let mut c = conn();
+        c.expect_preamble();
+        c
+    }
+
+    #[test]
+    fn preamble_comes_before_the_head_split_anywhere() {
+        let input = b"PROXY TCP4 192.0.2.7 10.0.0.1 5000 80\r\nGET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        for split in 0..input.len() {
+            let mut c = proxied();
+            assert!(
+                c.has_partial_head(),
+                "the head's timeout runs from the start"
+            );
+            assert!(!c.is_idle() && c.wants_read());
+            c.recv(&input[..split]);
+            let mut got = events(&mut c);
+            c.recv(&input[split..]);
+            got.extend(events(&mut c));
+            assert!(
+                matches!(got[0], Event::Preamble(Preamble::Proxied(a)) if a.to_string() == "192.0.2.7:5000"),
+                "split {split}: {got:?}"
+            );
+            assert_eq!(head(&got[1]).path(), "/x");
+            assert!(matches!(got[2], Event::End));
+        }
+    }
+
+    #[test]
+    fn missing_or_malformed_preamble_closes_without_an_answer() {
+        for input in [
+            &b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"[..],
+            b"PROXY TCP4 1.2.3.4 5.6.7.8 1 99999\r\nGET / HTTP/1.1\r\n\r\n",
+            b"\r\n\r\n\0\r\nQUIT\n\x13",
+        ] {
+            let mut c = proxied();
+            c.recv(input);
+            assert!(events(&mut c).is_empty());
+            assert!(c.must_close() && !c.wants_read());
+        }
+        // End of input inside the preamble: closed, nothing said.
+        let mut c = proxied();
+        c.recv(b"PROXY TCP4 1.2");
+        assert!(events(&mut c).is_empty() && !c.must_close());
+        c.recv_eof();
+        assert!(events(&mut c).is_empty());
+        assert!(c.must_close());
+    }
+
+    #[test]
+    fn without_expect_preamble_a_preamble_is_a_bad_request() {
+        let mut c = conn();
+        c.recv(b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\nGET / HTTP/1.1\r\n\r\n");
+        assert!(matches!(
+            events(&mut c).pop(),
+            Some(Event::Error(HttpError::BadRequest(_)))
+        ));
+        assert!(matches!(
+            error_of(b"\r\n\r\n\0\r\nQUIT\n!\x11\0\x0c"),
+            HttpError::BadRequest(_)
+        ));
+    }
 }

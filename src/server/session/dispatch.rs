@@ -25,6 +25,7 @@
 use std::sync::Arc;
 
 use crate::app::{App, AppRequest, BodyBuffer, Exchange, RequestKind, ResponseEvent};
+use crate::backend::Peer;
 use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
@@ -37,6 +38,9 @@ pub(super) struct AppCall {
     exchange: Arc<Exchange>,
     /// For the access log.
     head: RequestHead,
+    /// The client as the app is told (a trusted proxy's, under
+    /// `--proxy-headers`), for the access log, as uvicorn logs it.
+    peer: Peer,
     /// Handed to the app not yet: an inline app is called once the body is
     /// complete, and a full app hands a call back.
     request: Option<AppRequest>,
@@ -152,9 +156,11 @@ impl HttpSession {
             // waiting for `100 Continue` would wait for ever.
             self.conn.write_continue(out);
         }
+        let (peer, forwarded) = self.shared.proxy.forwarded(&self.peer, &head);
         let request = AppRequest {
             head: head.clone(),
-            peer: self.peer.clone(),
+            peer: peer.clone(),
+            forwarded,
             server: self.shared.server.clone(),
             kind: match &upgrade {
                 None => RequestKind::Http,
@@ -167,6 +173,7 @@ impl HttpSession {
             app,
             exchange: Arc::new(exchange),
             head,
+            peer,
             request: Some(request),
             body_complete: false,
             buffered: buffer.is_some(),
@@ -330,6 +337,7 @@ impl HttpSession {
                 bytes: call.sent,
                 response_headers: std::mem::take(&mut call.logged_headers),
                 started: call.started,
+                peer: Some(call.peer.clone()),
             };
             self.log.push(self.queued + out.len() as u64, answer);
         }

@@ -23,6 +23,7 @@ pub(super) fn service(router: Router) -> HttpService {
         body_buffer: None,
         body_read_timeout: Duration::from_secs(30),
         send_timeout: Duration::from_secs(30),
+        proxy: Default::default(),
     }))
 }
 

@@ -73,6 +73,7 @@ impl Client {
             body_buffer: None,
             body_read_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
+            proxy: Default::default(),
         };
         let board = Board::new(1);
         let key = crate::backend::slab::Key::new(0, 0);
