@@ -3,7 +3,9 @@
 //! bounded in time, and closes it.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+
+use socket2::{Domain, Socket, Type};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +19,22 @@ const IO_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest request head read.
 const MAX_HEAD: usize = 8 << 10;
 
-/// Bind `addr` for scrapes (an error names it).
+/// Bind `addr` for scrapes (an error names it). With SO_REUSEADDR, as the
+/// server's own listener: the connections of the last scrapes before a
+/// restart sit in TIME_WAIT on this port, and must not make the bind fail.
 pub fn bind(addr: &str) -> io::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .map_err(|e| io::Error::new(e.kind(), format!("--metrics-address {addr}: {e}")))
+    let bound = || -> io::Result<TcpListener> {
+        let at = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))?;
+        let sock = Socket::new(Domain::for_address(at), Type::STREAM, None)?;
+        sock.set_reuse_address(true)?;
+        sock.bind(&at.into())?;
+        sock.listen(128)?;
+        Ok(sock.into())
+    };
+    bound().map_err(|e| io::Error::new(e.kind(), format!("--metrics-address {addr}: {e}")))
 }
 
 /// Serve scrapes on `listener` from a thread of its own, for the life of
@@ -73,7 +87,11 @@ fn answer(mut stream: TcpStream, region: &Region, restarts: &Restarts) -> io::Re
     let path = target.split(|b| *b == b'?').next().unwrap_or_default();
     match (method, path) {
         (b"GET", b"/metrics") => {
-            let body = render(&region.totals(), &region.figures(), restarts);
+            // Restarts first: the supervisor frees a dead worker's shards, then
+            // counts its restart, so a scrape showing the restart shows the
+            // shards freed too.
+            let restarts = restarts.snapshot();
+            let body = render(&region.totals(), &region.figures(), &restarts);
             reply(&mut stream, "200 OK", CONTENT_TYPE, body.as_bytes())
         }
         (b"GET", _) => reply(&mut stream, "404 Not Found", "text/plain", b"not found\n"),

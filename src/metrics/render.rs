@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::counters::{AppFigures, Totals, BUCKETS, CAUSES, CLASSES, EXECUTOR, METHODS, POOL};
-use super::Restarts;
 
 /// The `Content-Type` of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -24,7 +23,7 @@ type Series<T> = (&'static str, &'static str, &'static str, Get<T>);
 pub fn render(
     workers: &BTreeMap<u32, Totals>,
     apps: &BTreeMap<u32, AppFigures>,
-    restarts: &Restarts,
+    restarts: &BTreeMap<(u32, &'static str), u64>,
 ) -> String {
     let mut out = String::with_capacity(16 << 10);
     let o = &mut out;
@@ -156,7 +155,7 @@ pub fn render(
         "counter",
         "Workers replaced, by cause (the supervisor's count).",
     );
-    for ((w, cause), n) in restarts.snapshot() {
+    for (&(w, cause), &n) in restarts {
         line(
             o,
             "worker_restarts_total",
@@ -293,7 +292,7 @@ mod tests {
         one.duration[BUCKETS.len()] = 1;
         one.requests[0][1] = 4;
         let workers = BTreeMap::from([(1, one), (2, Totals::default())]);
-        let text = render(&workers, &BTreeMap::new(), &Restarts::default());
+        let text = render(&workers, &BTreeMap::new(), &BTreeMap::new());
         for family in [
             "requests_total",
             "request_duration_seconds",
