@@ -39,14 +39,28 @@ pub struct Answered {
 pub struct Backlog(UntilSent<Answered>);
 
 impl Backlog {
-    /// `answer`'s last byte is `queued` bytes past what has been sent.
-    pub fn push(&mut self, queued: u64, answer: Answered) {
+    /// `answer`'s last byte is `queued` bytes past what has been sent; with
+    /// nothing queued (its last bytes went out before its end was known: a
+    /// body's final event carries no bytes) it is logged now.
+    pub fn push(
+        &mut self,
+        queued: u64,
+        answer: Answered,
+        now: Instant,
+        peer: &Peer,
+        format: &Format,
+    ) {
         self.0.push(queued, answer);
+        self.log_done(now, peer, format);
     }
 
     /// `n` more bytes went out at `now`: log the answers they completed.
     pub fn sent(&mut self, n: usize, now: Instant, peer: &Peer, format: &Format) {
         self.0.sent(n as u64);
+        self.log_done(now, peer, format);
+    }
+
+    fn log_done(&mut self, now: Instant, peer: &Peer, format: &Format) {
         while let Some(answer) = self.0.pop_done() {
             write(answer.peer.as_ref().unwrap_or(peer), &answer, now, format);
         }

@@ -312,7 +312,9 @@ impl HttpSession {
                 started: self.request_started,
                 peer: None,
             };
-            self.log.push(self.queued + out.len() as u64, answer);
+            let queued = self.queued + out.len() as u64;
+            self.log
+                .push(queued, answer, Instant::now(), &self.peer, format);
         }
     }
 

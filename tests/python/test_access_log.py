@@ -136,6 +136,26 @@ def test_the_line_waits_for_the_last_byte(backend, interface):
         stop_cleanly(server)
 
 
+def test_an_answer_whose_end_comes_after_its_last_byte_is_logged_at_its_end(backend, interface):
+    """The answer's bytes all went out before the app ended it (its last
+    event carries none): the line is due when the end comes, with no byte
+    left to send and the connection kept alive. (The first design waited
+    for a send that never came: the line appeared only at the close.)"""
+    server = start(backend, interface, "--access-log-format", FORMAT)
+    try:
+        with server.connect() as sock:
+            sock.sendall(b"GET /linger?ms=300 HTTP/1.1\r\nHost: t\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"lingered"):
+                data = sock.recv(1 << 16)
+                assert data, answer
+                answer += data
+            line = server.wait_for(r'ACCESS .*"GET /linger\?ms=300 HTTP/1.1" 200 8 ', 3)
+            assert int(LINE.search(line.string).group("D")) >= 250_000, line.string
+    finally:
+        stop_cleanly(server)
+
+
 def test_a_routes_line_waits_for_the_last_byte(backend, tmp_path):
     """A static file: the whole answer is queued at once (no app pacing it),
     so only the output offset tells when its last byte went."""

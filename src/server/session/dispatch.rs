@@ -330,7 +330,7 @@ impl HttpSession {
 
     /// Keep `call`'s line until its last byte, the end of `out`, is sent.
     fn log_app(&mut self, call: &mut AppCall, out: &[u8]) {
-        if self.shared.access_log.is_some() {
+        if let Some(format) = self.shared.access_log.as_deref() {
             let answer = access_log::Answered {
                 head: call.head.clone(),
                 status: call.status.unwrap_or(500),
@@ -339,7 +339,14 @@ impl HttpSession {
                 started: call.started,
                 peer: Some(call.peer.clone()),
             };
-            self.log.push(self.queued + out.len() as u64, answer);
+            let queued = self.queued + out.len() as u64;
+            self.log.push(
+                queued,
+                answer,
+                std::time::Instant::now(),
+                &self.peer,
+                format,
+            );
         }
     }
 }
