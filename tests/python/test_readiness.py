@@ -79,10 +79,11 @@ def wait_status(server: Server, target: str, want: int, timeout: float) -> None:
 
 
 def refused(server: Server) -> bool:
-    """Whether a new connection to the server is refused."""
+    """Whether a new connection to the server is refused (or reset: one
+    caught in the listen queue at the moment the listener is shut)."""
     try:
         socket.create_connection(server.address, timeout=2.0).close()
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
         return True
     return False
 
