@@ -133,6 +133,17 @@ class Server:
         sock.settimeout(timeout)
         return sock
 
+    def exchange(self, data: bytes, timeout: float = 10.0) -> bytes:
+        """Send `data` on a new connection; everything the server sends until it closes."""
+        with self.connect(timeout) as sock:
+            sock.sendall(data)
+            chunks = []
+            while True:
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+
 
 def worker_pids(server: "Server") -> List[int]:
     """The pids of the server's worker processes (the supervisor's children)."""

@@ -44,18 +44,6 @@ def start(backend: str, interface: str, *flags: str):
     return start_server(backend, app, *iface_flags, *flags)
 
 
-def exchange(server, raw: bytes) -> bytes:
-    """Send `raw` (one request, Connection: close) and read the whole answer."""
-    with server.connect() as sock:
-        sock.sendall(raw)
-        chunks = []
-        while True:
-            data = sock.recv(1 << 20)
-            if not data:
-                return b"".join(chunks)
-            chunks.append(data)
-
-
 def request(target: str, *headers: str) -> bytes:
     lines = [f"GET {target} HTTP/1.1", "Host: t", "Connection: close", *headers, "", ""]
     return "\r\n".join(lines).encode("latin-1")
@@ -64,8 +52,7 @@ def request(target: str, *headers: str) -> bytes:
 def test_gunicorns_default_format_parses_back_to_the_request(backend, interface):
     server = start(backend, interface, f"--access-log-format={FORMAT}")
     try:
-        answer = exchange(
-            server,
+        answer = server.exchange(
             request("/sleep?ms=150", "Referer: http://ref.example/p", "User-Agent: probe/1.0", "X-Request-Id: r-77"),
         )
         assert answer.startswith(b"HTTP/1.1 200"), answer
@@ -86,8 +73,8 @@ def test_gunicorns_default_format_parses_back_to_the_request(backend, interface)
 def test_json_lines(backend, interface):
     server = start(backend, interface, "--access-log-format=json")
     try:
-        exchange(server, request("/x?a=1", "User-Agent: j/2"))
-        exchange(server, request("/sleep?ms=50"))
+        server.exchange(request("/x?a=1", "User-Agent: j/2"))
+        server.exchange(request("/sleep?ms=50"))
         server.wait_for(r'"path":"/sleep"', 10)
     finally:
         stop_cleanly(server)
@@ -180,7 +167,7 @@ def test_client_values_cannot_forge_a_line_or_a_field(backend):
         # A quote to close the field early, a tab, and a byte outside ASCII
         # (obs-text, which a header value may carry).
         raw = request("/z", "User-Agent: " + forged + "\tz\xff", "X-Request-Id: r-1\"2")
-        exchange(server, raw)
+        server.exchange(raw)
         m = server.wait_for(LINE, 10)
     finally:
         stop_cleanly(server)
@@ -192,7 +179,7 @@ def test_client_values_cannot_forge_a_line_or_a_field(backend):
 def test_the_default_line_is_unchanged(backend):
     server = start(backend, "wsgi", "--access-log")
     try:
-        exchange(server, request("/q?x=1"))
+        server.exchange(request("/q?x=1"))
         m = server.wait_for(r'(\S+) - - \[([^\]]+)\] "GET /q\?x=1 HTTP/1\.1" 200 5$', 10)
     finally:
         stop_cleanly(server)

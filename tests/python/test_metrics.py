@@ -76,19 +76,6 @@ def wait_until(port: int, check, what: str, timeout: float = SCRAPE_DEADLINE) ->
         time.sleep(0.05)
 
 
-def exchange(address, request: bytes) -> int:
-    """Send `request` on a new connection and read to the server's close;
-    returns how many bytes came back."""
-    with socket.create_connection(address, timeout=10) as sock:
-        sock.sendall(request)
-        got = 0
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                return got
-            got += len(data)
-
-
 def request(method: str, target: str, body: bytes = b"") -> bytes:
     head = f"{method} {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
     if body:
@@ -139,7 +126,7 @@ def test_requests_bytes_and_connections_match_what_was_sent(serve) -> None:
         *[request("GET", "/boom")] * 3,
         b"NOT A REQUEST\r\n\r\n",
     ]
-    received = sum(exchange(server.address, r) for r in sent)
+    received = sum(len(server.exchange(r)) for r in sent)
     after = wait_until(
         port, lambda s: s.value("m0serve_connections_open") == 0 and s.value("m0serve_requests_total") == 10, "all closed"
     )
@@ -162,7 +149,7 @@ def test_in_flight_during_a_slow_request_and_its_duration(serve) -> None:
     port = free_port()
     server = serve("plain:sleepy", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=2")
     done: List[int] = []
-    slow = threading.Thread(target=lambda: done.append(exchange(server.address, request("GET", "/sleep?s=1.5"))))
+    slow = threading.Thread(target=lambda: done.append(len(server.exchange(request("GET", "/sleep?s=1.5")))))
     slow.start()
     try:
         during = wait_until(port, lambda s: s.value("m0serve_requests_in_flight") == 1, "one in flight", timeout=1.4)
@@ -257,7 +244,7 @@ def test_the_wsgi_pool_figures(serve) -> None:
     server = serve("plain:sleepy", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=1")
     # One thread: the first request sleeps in it, the other two wait in the queue.
     slow = [
-        threading.Thread(target=exchange, args=(server.address, request("GET", "/sleep?s=1"))) for _ in range(3)
+        threading.Thread(target=server.exchange, args=(request("GET", "/sleep?s=1"),)) for _ in range(3)
     ]
     for t in slow:
         t.start()
@@ -313,7 +300,7 @@ def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(back
     port = free_port()
     server = started(backend, "plain:hello", 2, f"--metrics-address=127.0.0.1:{port}")
     try:
-        exchange(server.address, request("GET", "/"))
+        server.exchange(request("GET", "/"))
         before = wait_until(port, lambda s: s.value("m0serve_requests_total") == 1, "one request")
         assert before.value("m0serve_worker_restarts_total") == 0, "nothing restarted yet"
         served = next(
@@ -331,7 +318,7 @@ def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(back
         )
         assert after.value("m0serve_requests_total", worker=served) == 0, "the dead worker's shards are freed"
         server.wait_for(rf"worker {served} \(pid (?!{pid})\d+\) ready", 20)
-        exchange(server.address, request("GET", "/"))
+        server.exchange(request("GET", "/"))
         wait_until(port, lambda s: s.value("m0serve_requests_total") == 1, "the new request counted")
     finally:
         stop_cleanly(server)

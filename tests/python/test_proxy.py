@@ -38,21 +38,6 @@ def start(serve, interface, *flags):
     return serve(app, *rest, *flags)
 
 
-def exchange(server, data: bytes, timeout: float = 10.0) -> bytes:
-    """Send `data` on a new connection; everything the server sends until it closes."""
-    sock = server.connect(timeout)
-    try:
-        sock.sendall(data)
-        got = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return got
-            got += chunk
-    finally:
-        sock.close()
-
-
 def request(target: str = "/", headers: str = "") -> bytes:
     return f"GET {target} HTTP/1.1\r\nHost: inner:8000\r\n{headers}Connection: close\r\n\r\n".encode()
 
@@ -85,7 +70,7 @@ def v2(command: int = 1, client: bytes = bytes([198, 51, 100, 4]), port: int = 5
 
 def test_trusted_peer_x_forwarded_applied(serve, interface):
     server = start(serve, interface, "--proxy-headers")
-    got = facts(exchange(server, request(headers=FORWARDED_HEADERS)))
+    got = facts(server.exchange(request(headers=FORWARDED_HEADERS)))
     assert got["client"] == ["203.0.113.9", 0], "the right-most untrusted hop, not the spoofed 6.6.6.6"
     assert got["scheme"] == "https"
     assert got["server"] == ["example.com", 8443]
@@ -98,13 +83,13 @@ def test_trusted_peer_x_forwarded_applied(serve, interface):
 def test_trusted_peer_forwarded_wins_over_x_forwarded(serve, interface):
     server = start(serve, interface, "--proxy-headers")
     headers = FORWARDED_HEADERS + 'Forwarded: for="[2001:db8::1]:4711";proto=https;host=example.org\r\n'
-    got = facts(exchange(server, request(headers=headers)))
+    got = facts(server.exchange(request(headers=headers)))
     assert got["client"] == ["2001:db8::1", 4711]
     assert got["scheme"] == "https"
     assert got["server"] == ["example.org", 443], "no port forwarded: https's"
     # A malformed Forwarded changes nothing, and X-Forwarded-* is not consulted.
     headers = FORWARDED_HEADERS + "Forwarded: for=[2001:db8::1]\r\n"
-    got = facts(exchange(server, request(headers=headers)))
+    got = facts(server.exchange(request(headers=headers)))
     assert got["client"][0] == "127.0.0.1" and got["scheme"] == "http"
     assert got["server"] == listening(server)
 
@@ -112,7 +97,7 @@ def test_trusted_peer_forwarded_wins_over_x_forwarded(serve, interface):
 def test_untrusted_peer_headers_change_nothing(serve, interface):
     server = start(serve, interface, "--proxy-headers", UNTRUSTED)
     for headers in (FORWARDED_HEADERS, "Forwarded: for=1.2.3.4;proto=https;host=evil\r\n"):
-        got = facts(exchange(server, request(headers=headers)))
+        got = facts(server.exchange(request(headers=headers)))
         assert got["client"][0] == "127.0.0.1" and got["client"][1] > 0
         assert got["scheme"] == "http"
         assert got["host"] == "inner:8000"
@@ -121,14 +106,14 @@ def test_untrusted_peer_headers_change_nothing(serve, interface):
 
 def test_without_proxy_headers_nothing_changes(serve, interface):
     server = start(serve, interface)  # 127.0.0.1 trusted by default, but the flag is off
-    got = facts(exchange(server, request(headers=FORWARDED_HEADERS)))
+    got = facts(server.exchange(request(headers=FORWARDED_HEADERS)))
     assert got["client"][0] == "127.0.0.1" and got["scheme"] == "http"
     assert got["host"] == "inner:8000" and got["server"] == listening(server)
 
 
 def test_uvicorn_env_names_the_trusted_peers(serve):
     server = serve(*APPS["wsgi"], "--proxy-headers", env={"FORWARDED_ALLOW_IPS": "10.9.9.9"})
-    assert facts(exchange(server, request(headers=FORWARDED_HEADERS)))["client"][0] == "127.0.0.1"
+    assert facts(server.exchange(request(headers=FORWARDED_HEADERS)))["client"][0] == "127.0.0.1"
 
 
 @pytest.mark.parametrize(
@@ -153,12 +138,12 @@ def test_bad_trusted_lists_are_one_line_errors(args, env):
 
 def test_proxy_protocol_v1_and_v2_name_the_client(serve, interface):
     server = start(serve, interface, "--proxy-protocol")
-    assert facts(exchange(server, v1() + request()))["client"] == ["203.0.113.7", 40123]
-    assert facts(exchange(server, v1("2001:db8::7", 9) + request()))["client"] == ["2001:db8::7", 9]
+    assert facts(server.exchange(v1() + request()))["client"] == ["203.0.113.7", 40123]
+    assert facts(server.exchange(v1("2001:db8::7", 9) + request()))["client"] == ["2001:db8::7", 9]
     tlvs = b"\x01\x00\x02h2" + b"\x04\x00\x00"  # ALPN, NOOP: skipped
-    assert facts(exchange(server, v2(tlvs=tlvs) + request()))["client"] == ["198.51.100.4", 5555]
+    assert facts(server.exchange(v2(tlvs=tlvs) + request()))["client"] == ["198.51.100.4", 5555]
     # LOCAL (the proxy's own health check): the peer's address stands.
-    got = facts(exchange(server, v2(command=0) + request()))
+    got = facts(server.exchange(v2(command=0) + request()))
     assert got["client"][0] == "127.0.0.1" and got["client"][1] > 0
     # Keep-alive: the preamble's client holds for every request on the connection.
     sock = server.connect()
@@ -176,7 +161,7 @@ def test_proxy_protocol_v1_and_v2_name_the_client(serve, interface):
 
 def test_proxy_protocol_native_routes_keep_working(serve):
     server = serve(*APPS["wsgi"], "--proxy-protocol")
-    response = exchange(server, v2() + request("/healthz"))
+    response = server.exchange(v2() + request("/healthz"))
     assert response.startswith(b"HTTP/1.1 200 "), response
 
 
@@ -195,9 +180,9 @@ def test_proxy_protocol_native_routes_keep_working(serve):
 )
 def test_missing_or_malformed_preamble_closes_without_an_answer(serve, data):
     server = serve(*APPS["wsgi"], "--proxy-protocol")
-    assert exchange(server, data) == b""
+    assert server.exchange(data) == b""
     # A bystander on the same server is served.
-    assert facts(exchange(server, v1() + request()))["client"][0] == "203.0.113.7"
+    assert facts(server.exchange(v1() + request()))["client"][0] == "203.0.113.7"
 
 
 def test_incomplete_preamble_is_held_to_the_header_timeout(serve):
@@ -225,13 +210,13 @@ def test_incomplete_preamble_is_held_to_the_header_timeout(serve):
 def test_untrusted_peer_preamble_is_not_believed(serve, interface):
     server = start(serve, interface, "--proxy-protocol", UNTRUSTED)
     # An untrusted peer speaks plain HTTP: served, its own address.
-    got = facts(exchange(server, request()))
+    got = facts(server.exchange(request()))
     assert got["client"][0] == "127.0.0.1"
     # Its preamble is then not HTTP: a 400, and the address it names is never used.
-    response = exchange(server, v1() + request())
+    response = server.exchange(v1() + request())
     assert response.startswith(b"HTTP/1.1 400 "), response
     assert b"203.0.113.7" not in response
-    response = exchange(server, v2() + request())
+    response = server.exchange(v2() + request())
     assert response.startswith(b"HTTP/1.1 400 "), response
 
 
@@ -240,25 +225,25 @@ def test_preamble_client_decides_whether_headers_are_believed(serve):
     # believed only when the preamble's client is itself a trusted proxy.
     server = serve(*APPS["wsgi"], "--proxy-protocol", "--proxy-headers",
                    "--forwarded-allow-ips=127.0.0.1,10.1.1.1")
-    got = facts(exchange(server, v1("203.0.113.7") + request(headers=FORWARDED_HEADERS)))
+    got = facts(server.exchange(v1("203.0.113.7") + request(headers=FORWARDED_HEADERS)))
     assert got["client"] == ["203.0.113.7", 40123] and got["scheme"] == "http", "a client's own headers"
-    got = facts(exchange(server, v1("10.1.1.1") + request(headers=FORWARDED_HEADERS)))
+    got = facts(server.exchange(v1("10.1.1.1") + request(headers=FORWARDED_HEADERS)))
     assert got["client"] == ["203.0.113.9", 0] and got["scheme"] == "https"
 
 
 def test_without_proxy_protocol_a_preamble_is_a_bad_request(serve):
     server = serve(*APPS["wsgi"])
-    response = exchange(server, v1() + request())
+    response = server.exchange(v1() + request())
     assert response.startswith(b"HTTP/1.1 400 "), response
-    assert facts(exchange(server, request()))["client"][0] == "127.0.0.1"
+    assert facts(server.exchange(request()))["client"][0] == "127.0.0.1"
 
 
 def test_access_log_names_the_forwarded_client(serve):
     server = serve(*APPS["wsgi"], "--proxy-headers", "--proxy-protocol", "--access-log")
-    exchange(server, v1("10.1.1.1") + request("/via-preamble"))
+    server.exchange(v1("10.1.1.1") + request("/via-preamble"))
     assert " 10.1.1.1 - - [" in server.wait_for(r'"GET /via-preamble HTTP/1.1"').string
     # The preamble's client (10.1.1.1) is not trusted for headers here: only 127.0.0.1 is.
-    exchange(server, v2(command=0) + request("/via-headers", FORWARDED_HEADERS))
+    server.exchange(v2(command=0) + request("/via-headers", FORWARDED_HEADERS))
     assert " 203.0.113.9 - - [" in server.wait_for(r'"GET /via-headers HTTP/1.1"').string
 
 

@@ -154,17 +154,7 @@ def run_under(helper: Path, rules: Path, *flags: str) -> subprocess.CompletedPro
 
 
 def get(server: Server, target: str) -> bytes:
-    sock = server.connect()
-    try:
-        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-    finally:
-        sock.close()
+    return server.exchange(f"GET {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
 
 
 def refusing_uring(tmp_path: Path) -> Path:
