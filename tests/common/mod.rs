@@ -4,7 +4,8 @@
 //!
 //! - [`Server`] starts the binary (`--backend` from `M0_TEST_BACKEND`, default
 //!   `uring`; `--port 0`; `--health-path /healthz`; `--cores 1`), waits for its
-//!   `listening on ...` line, captures its output, and kills it on drop.
+//!   `listening on ...` line and its supervisor's `worker(s) ready` line,
+//!   captures its output, and kills it on drop.
 //! - [`Client`] writes raw bytes and reads whole responses (Content-Length,
 //!   chunked, or until close), keeping what follows for the next one, so
 //!   pipelined answers are read in order.
@@ -31,6 +32,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a server may take to print its listening line.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the supervisor prints once every worker has said READY.
+const READY_LINE: &str = "worker(s) ready on ";
 
 /// The backend under test: `M0_TEST_BACKEND` (`uring` or `portable`), default `uring`.
 pub fn backend() -> String {
@@ -180,6 +184,20 @@ impl ServerBuilder {
             assert!(
                 line.contains(&format!("({kind} backend")),
                 "expected the {kind} backend, the server says: {line:?}"
+            );
+        }
+        // A worker prints its listening line before the supervisor has its
+        // READY: wait for the supervisor's own line, printed once the
+        // readiness flag is set, so no test races the boot.
+        if server
+            .log
+            .wait_for(|l| l.contains(READY_LINE), START_TIMEOUT)
+            .is_none()
+        {
+            panic!(
+                "m0serve {:?} listened but its supervisor never said {READY_LINE:?}\n{}",
+                server.argv,
+                server.log.dump()
             );
         }
         server
