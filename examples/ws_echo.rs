@@ -56,6 +56,7 @@ fn main() {
         metrics: None,
         worker: 1,
         phase_hook: None,
+        tls: None,
     };
     let code = server::run(options).expect("serve");
     std::process::exit(code);

@@ -37,6 +37,7 @@ pub mod reply;
 pub mod routes;
 pub mod server;
 pub mod supervisor;
+pub mod tls;
 pub mod ws;
 #[cfg(feature = "python")]
 pub mod wsgi;

@@ -43,10 +43,13 @@ pub struct AppRequest {
     /// The client: the connection's peer, or the one a trusted proxy named.
     pub peer: Peer,
     /// What a trusted proxy forwarded (`--proxy-headers`; its `client` is
-    /// already the `peer`): the scheme, host and port the client used.
+    /// already the `peer`): the scheme, host and port the client used. On a
+    /// TLS connection `secure` is set where no proxy said otherwise.
     pub forwarded: crate::http::forwarded::Forwarded,
     pub server: Arc<ServerAddr>,
     pub kind: RequestKind,
+    /// The connection's TLS facts (None: plain TCP or a Unix socket).
+    pub tls: Option<Arc<crate::tls::TlsInfo>>,
 }
 
 /// What the client asked for.

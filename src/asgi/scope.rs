@@ -24,6 +24,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::app::{decoded_path, origin_path, AppRequest, RequestKind, ServerAddr};
 use crate::backend::Peer;
 use crate::http::Version;
+use crate::tls::TlsInfo;
 use crate::wsgi::environ::method;
 
 /// Header names common enough to keep as ready-made `bytes`.
@@ -249,6 +250,27 @@ pub(super) fn build<'py>(
     if !request.forwarded.is_empty() {
         set_forwarded(py, &scope, request, websocket)?;
     }
+    if let Some(tls) = &request.tls {
+        set_tls(py, &scope, tls)?;
+    }
     scope.set_item(intern!(py, "state"), constants.state.bind(py).copy()?)?;
     Ok(scope)
+}
+
+/// The `tls` extension (ASGI's TLS extension, spec 0.2): the template's
+/// `extensions` dict is shared by every scope, so a TLS scope gets a copy.
+fn set_tls(py: Python<'_>, scope: &Bound<'_, PyDict>, tls: &TlsInfo) -> PyResult<()> {
+    let extensions = match scope.get_item(intern!(py, "extensions"))? {
+        Some(shared) => shared.cast_into::<PyDict>()?.copy()?,
+        None => PyDict::new(py),
+    };
+    let info = PyDict::new(py);
+    info.set_item("server_cert", &*tls.server_cert)?;
+    info.set_item("client_cert_chain", PyList::new(py, &tls.client_chain)?)?;
+    info.set_item("client_cert_name", tls.client_name.as_deref())?;
+    info.set_item("client_cert_error", py.None())?;
+    info.set_item("tls_version", tls.version)?;
+    info.set_item("cipher_suite", tls.cipher)?;
+    extensions.set_item("tls", info)?;
+    scope.set_item(intern!(py, "extensions"), extensions)
 }

@@ -14,7 +14,8 @@
 //! Flags are grouped by concern, one clap `Args` struct per file, flattened
 //! into [`Args`]: [`server`] (the process), [`http`] (protocol limits and
 //! timeouts), [`routes`] (Rust-native routes), [`app`] (the Python application),
-//! [`workers`] (the supervisor and its worker processes).
+//! [`workers`] (the supervisor and its worker processes), [`proxy`] (running
+//! behind a proxy), [`tls`] (certificates and client authentication).
 
 mod app;
 mod http;
@@ -25,6 +26,7 @@ mod server;
 mod socket_activation;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod values;
 mod workers;
 
@@ -56,6 +58,8 @@ struct Args {
     http: http::HttpArgs,
     #[command(flatten)]
     proxy: proxy::ProxyArgs,
+    #[command(flatten)]
+    tls: tls::TlsArgs,
     #[command(flatten)]
     app: app::AppArgs,
     #[command(flatten)]
@@ -193,6 +197,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         routes,
         http,
         proxy,
+        tls,
         app,
         workers,
         recycle,
@@ -203,6 +208,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let router = routes.router()?;
     let app = app.spec()?;
     let proxy = proxy.proxy(proxy::uvicorn_env())?;
+    let tls = tls.settings()?;
+    if tls.is_some() && proxy.protocol {
+        // The preamble comes before the ClientHello; the TLS layer reads
+        // only records, so the two cannot share a listener yet.
+        return Err(CliError::Usage(
+            "--proxy-protocol cannot be combined with TLS (--ssl-certfile) yet".into(),
+        ));
+    }
     let options = Options {
         listen: server.listen()?,
         socket: server.socket()?,
@@ -228,6 +241,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         metrics: None,
         worker: 1,
         phase_hook: None,
+        tls,
     };
     Ok(Invocation {
         options,

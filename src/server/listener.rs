@@ -77,6 +77,16 @@ pub enum Address {
     Unix(PathBuf),
 }
 
+impl Address {
+    /// As logged: `https://` for a TCP listener that serves TLS.
+    pub fn url(&self, secure: bool) -> String {
+        match self {
+            Address::Tcp(addr) if secure => format!("https://{addr}"),
+            _ => self.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -36,6 +36,7 @@ use crate::backend::share::Board;
 use crate::backend::{self, Choice, Control, CoreContext, Kind, Service};
 use crate::http::Limits;
 use crate::routes::Router;
+use crate::tls::{TlsService, TlsShared};
 
 /// Where to listen.
 #[derive(Clone, Debug)]
@@ -107,6 +108,8 @@ pub struct Options {
     /// Told when the server is ready (cores up) and when its drain begins:
     /// how a worker keeps its supervisor informed.
     pub phase_hook: Option<PhaseHook>,
+    /// Serve TLS with these certificates (None: plain HTTP).
+    pub tls: Option<crate::tls::Settings>,
 }
 
 /// A moment in the server's life that [`Options::phase_hook`] is told of.
@@ -183,9 +186,19 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         session::HttpService::new(shared.clone()).counting(shard)
     };
 
+    let tls = options.tls.take().map(|settings| {
+        Arc::new(TlsShared {
+            settings,
+            handshake_timeout: options.header_read_timeout,
+        })
+    });
+    let secure = tls.is_some();
     let core_main = move |ctx: CoreContext| {
         let service = service(ctx.index);
-        run_backend(kind, ctx, service)
+        match &tls {
+            Some(tls) => run_backend(kind, ctx, TlsService::new(service, tls.clone())),
+            None => run_backend(kind, ctx, service),
+        }
     };
     serve(
         listener,
@@ -197,6 +210,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
             graceful,
             hook,
             readiness,
+            secure,
         },
         Arc::new(core_main),
     )
@@ -208,6 +222,8 @@ struct Lifecycle {
     graceful: Duration,
     hook: Option<PhaseHook>,
     readiness: Option<Arc<crate::routes::Readiness>>,
+    /// The cores serve TLS: the address is logged as `https://`.
+    secure: bool,
 }
 
 /// The CPU of each core thread of this (single) process, logging how many
@@ -269,6 +285,7 @@ fn serve(
         graceful,
         mut hook,
         readiness,
+        secure,
     } = lifecycle;
     let mut tell = |phase| {
         if let Some(hook) = hook.as_mut() {
@@ -282,7 +299,10 @@ fn serve(
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::new(n);
     let rotate_accepts = backend::accept::rotate(listener.shared);
-    tracing::info!("listening on {} ({kind} backend, {n} cores)", listener.addr);
+    tracing::info!(
+        "listening on {} ({kind} backend, {n} cores)",
+        listener.addr.url(secure)
+    );
 
     let mut threads = Vec::with_capacity(n);
     for (index, pin) in pins.into_iter().enumerate() {
@@ -449,6 +469,7 @@ mod tests {
                     graceful: grace,
                     hook: None,
                     readiness: None,
+                    secure: false,
                 },
                 core_main,
             )
@@ -503,6 +524,7 @@ mod tests {
                     graceful: grace,
                     hook: None,
                     readiness: None,
+                    secure: false,
                 },
                 core_main,
             )

@@ -43,6 +43,7 @@ use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
 use crate::metrics::counters::{Cause, Shard};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
+use crate::tls::{Secured, TlsInfo};
 
 use super::access_log;
 use dispatch::AppCall;
@@ -139,6 +140,7 @@ impl Service for HttpService {
             eof: false,
             shutting: false,
             peer: peer.clone(),
+            tls: None,
             notifier,
             shared: self.shared.clone(),
         }
@@ -190,8 +192,17 @@ pub struct HttpSession {
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
     peer: Peer,
+    /// The TLS facts, once a [`crate::tls::TlsSession`] around this one
+    /// finished its handshake.
+    tls: Option<Arc<TlsInfo>>,
     /// Wakes this session from the application's threads.
     notifier: Notifier,
+}
+
+impl Secured for HttpSession {
+    fn secured(&mut self, info: Arc<TlsInfo>) {
+        self.tls = Some(info);
+    }
 }
 
 impl HttpSession {

@@ -54,6 +54,8 @@ pub struct Arbiter<'a> {
     shares: Vec<crate::server::cpus::Worker>,
     /// [`Plan::portable`].
     portable: bool,
+    /// [`Plan::tls`].
+    tls: bool,
     listener: &'a Listener,
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
@@ -106,6 +108,7 @@ impl<'a> Arbiter<'a> {
             relaunch: plan.relaunch.clone(),
             shares: plan.shares.clone(),
             portable: plan.portable,
+            tls: plan.tls,
             listener,
             lifeline: worker::pipe()?,
             tally: share_tally(),
@@ -286,7 +289,7 @@ impl<'a> Arbiter<'a> {
                 "supervisor (pid {}): {} worker(s) ready on {}",
                 std::process::id(),
                 self.slots.len(),
-                self.listener.addr
+                self.listener.addr.url(self.tls)
             );
         }
     }

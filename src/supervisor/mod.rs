@@ -95,6 +95,8 @@ pub struct Plan {
     pub portable: bool,
     /// `--metrics-address`: where scrapes are served.
     pub metrics_address: Option<String>,
+    /// The workers serve TLS (the logged address is `https://`).
+    pub tls: bool,
 }
 
 impl Plan {
@@ -113,6 +115,7 @@ impl Plan {
             ready_flag: options.router.readiness().is_some(),
             portable: auto_falls_back(options.backend),
             metrics_address: supervision.metrics_address.clone(),
+            tls: options.tls.is_some(),
         }
     }
 }
@@ -217,7 +220,7 @@ pub fn run(plan: Plan) -> i32 {
     tracing::debug!(
         "supervisor (pid {}) bound {}; starting {} worker(s)",
         std::process::id(),
-        listener.addr,
+        listener.addr.url(plan.tls),
         plan.workers
     );
     let metrics = match plan.metrics_address.as_deref().map(start_metrics) {

@@ -71,6 +71,7 @@ fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
             port: 8000,
         }),
         kind: crate::app::RequestKind::Http,
+        tls: None,
     }
 }
 

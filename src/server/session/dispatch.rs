@@ -156,12 +156,16 @@ impl HttpSession {
             // waiting for `100 Continue` would wait for ever.
             self.conn.write_continue(out);
         }
-        let (peer, forwarded) = self.shared.proxy.forwarded(&self.peer, &head);
+        let (peer, mut forwarded) = self.shared.proxy.forwarded(&self.peer, &head);
+        if self.tls.is_some() {
+            forwarded.secure.get_or_insert(true);
+        }
         let request = AppRequest {
             head: head.clone(),
             peer: peer.clone(),
             forwarded,
             server: self.shared.server.clone(),
+            tls: self.tls.clone(),
             kind: match &upgrade {
                 None => RequestKind::Http,
                 Some(up) => RequestKind::WebSocket {

@@ -1,0 +1,407 @@
+//! TLS as a backend [`Session`] around another session: ciphertext in from
+//! the backend, plaintext to the inner (HTTP) session, and back.
+//!
+//! rustls is driven sans-IO: [`rustls::ServerConnection::read_tls`] is fed
+//! from a buffer the backend filled, and what it has to send is written into
+//! a buffer the backend drains through [`Session::output`]. Nothing blocks:
+//! a handshake is a few messages and some CPU on the core thread.
+//!
+//! Flow control mirrors the plain path. The inner session's
+//! [`Session::wants_read`] decides whether decrypted input is handed on; while
+//! it says no, ciphertext stays here (bounded by [`HELD_INPUT`], past which
+//! this session stops reading too, and the rest waits in the kernel). Output
+//! is taken from the inner session one chunk at a time, only when the
+//! previous chunk's ciphertext is all sent, so a client that does not read
+//! holds at most one chunk here and the inner session's send clock runs as
+//! it would without TLS.
+//!
+//! Before the handshake: a first byte that cannot begin a TLS record (plain
+//! HTTP sent to the TLS port) gets a plain-text 400 and a close, as nginx
+//! answers it; a handshake not finished within the header read timeout is
+//! closed; a failed one is closed after its alert.
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::ServerConnection;
+
+use super::info::TlsInfo;
+use super::Secured;
+use crate::backend::{Notifier, Output, Peer, Service, Session};
+
+/// Plaintext taken from the inner session per encryption pass.
+const CHUNK: usize = 64 * 1024;
+
+/// Ciphertext held unprocessed while the inner session reads nothing, past
+/// which this session stops reading too.
+const HELD_INPUT: usize = 64 * 1024;
+
+/// The record type of a handshake message (RFC 8446 §5.1): the first byte
+/// of every ClientHello.
+const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// What a plain-HTTP client on the TLS port is told.
+const PLAIN_ON_TLS_PORT: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 48\r\n\
+Connection: close\r\n\r\n\
+The plain HTTP request was sent to HTTPS port.\r\n";
+
+/// What every TLS connection of a server shares.
+pub struct TlsShared {
+    pub settings: super::config::Settings,
+    /// How long a client has to finish its handshake.
+    pub handshake_timeout: Duration,
+}
+
+/// Wraps every session `inner` opens in TLS.
+pub struct TlsService<S> {
+    inner: S,
+    shared: Arc<TlsShared>,
+}
+
+impl<S> TlsService<S> {
+    pub fn new(inner: S, shared: Arc<TlsShared>) -> Self {
+        TlsService { inner, shared }
+    }
+}
+
+impl<S> Service for TlsService<S>
+where
+    S: Service,
+    S::Session: Secured,
+{
+    type Session = TlsSession<S::Session>;
+
+    fn open(&mut self, peer: &Peer, notifier: Notifier) -> Self::Session {
+        let inner = self.inner.open(peer, notifier);
+        TlsSession::new(inner, self.shared.clone(), Instant::now())
+    }
+}
+
+/// Where the connection stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Nothing read yet: the first byte tells TLS from plain HTTP.
+    Fresh,
+    Handshaking,
+    /// Application data flows.
+    Open,
+    /// Failed (a bad handshake, plain HTTP, a timeout): close once the
+    /// output (an alert, a 400) is sent.
+    Failed,
+}
+
+pub struct TlsSession<S> {
+    tls: ServerConnection,
+    inner: S,
+    shared: Arc<TlsShared>,
+    phase: Phase,
+    /// The handshake must be over by then.
+    handshake_deadline: Instant,
+    /// Ciphertext received and not yet taken by rustls.
+    incoming: Vec<u8>,
+    /// Ciphertext to send, and how much of it is sent.
+    outgoing: Vec<u8>,
+    sent: usize,
+    /// The peer closed its side; the inner session is told once it has
+    /// taken everything before that.
+    eof: bool,
+    eof_told: bool,
+    /// close_notify is queued (the inner session is done).
+    closing: bool,
+    /// Scratch for plaintext on its way in or out.
+    scratch: Vec<u8>,
+}
+
+impl<S: Session + Secured> TlsSession<S> {
+    pub fn new(inner: S, shared: Arc<TlsShared>, now: Instant) -> Self {
+        let mut tls = ServerConnection::new(shared.settings.config.clone())
+            .expect("a server configuration rustls built accepts connections");
+        // What rustls buffers to send before `writer()` takes no more.
+        tls.set_buffer_limit(Some(2 * CHUNK));
+        TlsSession {
+            tls,
+            inner,
+            handshake_deadline: now + shared.handshake_timeout,
+            shared,
+            phase: Phase::Fresh,
+            incoming: Vec::new(),
+            outgoing: Vec::new(),
+            sent: 0,
+            eof: false,
+            eof_told: false,
+            closing: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The inner session (tests look at it).
+    #[cfg(test)]
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn fail(&mut self, why: &str) {
+        tracing::debug!("TLS connection closed: {why}");
+        self.phase = Phase::Failed;
+        self.incoming = Vec::new();
+        self.flush_tls();
+    }
+
+    /// Move what rustls has to send into `outgoing`.
+    fn flush_tls(&mut self) {
+        while self.tls.wants_write() {
+            if self.tls.write_tls(&mut self.outgoing).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Feed held ciphertext to rustls and decrypted plaintext to the inner
+    /// session, as far as the inner session takes input.
+    fn pump_in(&mut self, now: Instant) {
+        loop {
+            if matches!(self.phase, Phase::Failed) {
+                return;
+            }
+            if self.phase == Phase::Open && !self.deliver(now) {
+                return; // the inner session holds its input back
+            }
+            if self.incoming.is_empty() || !self.tls.wants_read() {
+                break;
+            }
+            let mut rest: &[u8] = &self.incoming;
+            let taken = match self.tls.read_tls(&mut rest) {
+                Ok(n) => n,
+                Err(e) => return self.fail(&format!("reading records: {e}")),
+            };
+            self.incoming.drain(..taken);
+            if let Err(e) = self.tls.process_new_packets() {
+                return self.fail(&format!("TLS error: {e}"));
+            }
+            if self.phase == Phase::Handshaking && !self.tls.is_handshaking() {
+                self.established();
+            }
+            if taken == 0 {
+                break;
+            }
+        }
+        self.flush_tls();
+        if self.eof && self.incoming.is_empty() && !self.eof_told && self.phase == Phase::Open {
+            // Everything before the close was taken (or rustls holds it
+            // for a read the inner session does not want yet).
+            if self.deliver(now) {
+                self.eof_told = true;
+                self.inner.on_eof(now);
+            }
+        } else if self.eof && self.phase != Phase::Open && self.phase != Phase::Failed {
+            self.fail("the client closed during the handshake");
+        }
+    }
+
+    /// Hand the inner session the plaintext rustls holds, while it wants
+    /// input; true when rustls holds none any more.
+    fn deliver(&mut self, now: Instant) -> bool {
+        loop {
+            if !self.inner.wants_read() {
+                return false;
+            }
+            self.scratch.resize(CHUNK, 0);
+            match self.tls.reader().read(&mut self.scratch) {
+                Ok(0) => {
+                    // close_notify: the client's end of stream.
+                    self.eof = true;
+                    return true;
+                }
+                Ok(n) => {
+                    let data = std::mem::take(&mut self.scratch);
+                    self.inner.on_read(&data[..n], now);
+                    self.scratch = data;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(_) => return true, // an unclean close: `on_eof` tells it
+            }
+        }
+    }
+
+    /// The handshake just finished: tell the inner session what it agreed.
+    fn established(&mut self) {
+        self.phase = Phase::Open;
+        let info = TlsInfo::of(&self.tls, &self.shared.settings.server_cert_pem);
+        self.inner.secured(Arc::new(info));
+    }
+
+    /// Encrypt the inner session's next output, if any, into `outgoing`.
+    fn pump_out(&mut self, now: Instant) {
+        if self.phase != Phase::Open || self.closing {
+            return;
+        }
+        loop {
+            let taken = match self.inner.output() {
+                Output::None => 0,
+                Output::Bytes(bytes) => {
+                    let n = bytes.len().min(CHUNK);
+                    self.tls.writer().write(&bytes[..n]).unwrap_or(0)
+                }
+                Output::File { fd, offset, len } => {
+                    self.scratch.resize(len.min(CHUNK), 0);
+                    // SAFETY-free: a positioned read of a file the inner
+                    // session keeps open until `on_sent` moves past it.
+                    let file = std::mem::ManuallyDrop::new(unsafe_file(fd));
+                    match file.read_at(&mut self.scratch, offset) {
+                        Ok(0) => return self.fail("a file body ended early"),
+                        Ok(n) => self.tls.writer().write(&self.scratch[..n]).unwrap_or(0),
+                        Err(e) => return self.fail(&format!("reading a file body: {e}")),
+                    }
+                }
+            };
+            if taken == 0 {
+                break;
+            }
+            self.inner.on_sent(taken, now);
+            self.flush_tls();
+            if self.outgoing.len() >= CHUNK {
+                break;
+            }
+        }
+        self.flush_tls();
+        if self.inner.done() && self.outgoing.is_empty() {
+            self.closing = true;
+            self.tls.send_close_notify();
+            self.flush_tls();
+        }
+    }
+}
+
+/// A `File` for a descriptor someone else owns, never closed by this one.
+fn unsafe_file(fd: std::os::fd::RawFd) -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is an open file the inner session owns for as long as it
+    // reports it as output; the caller wraps this in ManuallyDrop, so it is
+    // never closed here.
+    unsafe { std::fs::File::from_raw_fd(fd) }
+}
+
+impl<S: Session + Secured> Session for TlsSession<S> {
+    fn on_read(&mut self, data: &[u8], now: Instant) {
+        if self.phase == Phase::Fresh {
+            match data.first() {
+                None => return,
+                Some(&HANDSHAKE_RECORD) => self.phase = Phase::Handshaking,
+                Some(_) => {
+                    self.outgoing.extend_from_slice(PLAIN_ON_TLS_PORT);
+                    self.phase = Phase::Failed;
+                    return;
+                }
+            }
+        }
+        if self.phase == Phase::Failed {
+            return;
+        }
+        self.incoming.extend_from_slice(data);
+        self.pump_in(now);
+    }
+
+    fn on_eof(&mut self, now: Instant) {
+        self.eof = true;
+        if self.phase == Phase::Fresh {
+            self.phase = Phase::Failed;
+            return;
+        }
+        self.pump_in(now);
+    }
+
+    fn on_hangup(&mut self, now: Instant) {
+        if self.phase == Phase::Open {
+            self.inner.on_hangup(now);
+        }
+    }
+
+    fn output(&mut self) -> Output<'_> {
+        if self.sent == self.outgoing.len() {
+            self.outgoing.clear();
+            self.sent = 0;
+            self.pump_out(Instant::now());
+        }
+        if self.sent < self.outgoing.len() {
+            Output::Bytes(&self.outgoing[self.sent..])
+        } else {
+            Output::None
+        }
+    }
+
+    fn on_sent(&mut self, n: usize, now: Instant) {
+        self.sent += n;
+        if self.sent == self.outgoing.len() {
+            self.outgoing.clear();
+            self.sent = 0;
+            // Output taken: the inner session may want its held input now.
+            if self.phase == Phase::Open && !self.incoming.is_empty() || self.eof {
+                self.pump_in(now);
+            }
+        }
+    }
+
+    fn wants_read(&self) -> bool {
+        match self.phase {
+            Phase::Fresh | Phase::Handshaking => !self.eof,
+            Phase::Open => !self.eof && self.inner.wants_read() && self.incoming.len() < HELD_INPUT,
+            Phase::Failed => false,
+        }
+    }
+
+    fn done(&self) -> bool {
+        match self.phase {
+            Phase::Failed => true,
+            Phase::Open => self.closing || (self.inner.done() && self.eof_told),
+            Phase::Fresh | Phase::Handshaking => false,
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Fresh | Phase::Handshaking => Some(self.handshake_deadline),
+            Phase::Open => self.inner.deadline(),
+            Phase::Failed => None,
+        }
+    }
+
+    fn on_deadline(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Fresh | Phase::Handshaking if now >= self.handshake_deadline => {
+                self.fail("no complete handshake within the header read timeout")
+            }
+            Phase::Open => self.inner.on_deadline(now),
+            _ => {}
+        }
+    }
+
+    fn idle(&self) -> bool {
+        match self.phase {
+            // A drain gives a connection that has sent nothing the grace
+            // the inner session gives one; a handshake under way is not idle.
+            Phase::Fresh => self.inner.idle(),
+            Phase::Handshaking => false,
+            Phase::Open => self.inner.idle() && self.outgoing.is_empty(),
+            Phase::Failed => true,
+        }
+    }
+
+    fn on_shutdown(&mut self) {
+        self.inner.on_shutdown();
+    }
+
+    fn on_notify(&mut self, now: Instant) {
+        if self.phase == Phase::Open {
+            self.inner.on_notify(now);
+            self.pump_in(now);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

@@ -1,0 +1,439 @@
+//! The TLS layer fed bytes alone: a rustls client in memory on one side, a
+//! scripted inner session on the other.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore};
+
+use super::*;
+use crate::backend::{Output, Session};
+use crate::tls::config::{ClientAuth, Files, MinVersion};
+
+/// An inner session that answers each line `ping` with `pong\n`, closes
+/// after `bye`, and reads only while `reading`.
+#[derive(Default)]
+struct Lines {
+    got: Vec<u8>,
+    out: Vec<u8>,
+    reading: bool,
+    done: bool,
+    eof: bool,
+    info: Option<Arc<TlsInfo>>,
+}
+
+impl Lines {
+    fn new() -> Self {
+        Lines {
+            reading: true,
+            ..Default::default()
+        }
+    }
+}
+
+impl Secured for Lines {
+    fn secured(&mut self, info: Arc<TlsInfo>) {
+        self.info = Some(info);
+    }
+}
+
+impl Session for Lines {
+    fn on_read(&mut self, data: &[u8], _now: Instant) {
+        assert!(self.reading, "handed input it did not want");
+        assert!(
+            self.info.is_some(),
+            "handed input before the handshake was over"
+        );
+        self.got.extend_from_slice(data);
+        while let Some(end) = self.got.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.got.drain(..=end).collect();
+            match &line[..] {
+                b"ping\n" => self.out.extend_from_slice(b"pong\n"),
+                b"bye\n" => self.done = true,
+                b"big\n" => self.out.extend(std::iter::repeat_n(b'x', 300_000)),
+                _ => {}
+            }
+        }
+    }
+    fn on_eof(&mut self, _now: Instant) {
+        self.eof = true;
+    }
+    fn output(&mut self) -> Output<'_> {
+        if self.out.is_empty() {
+            Output::None
+        } else {
+            Output::Bytes(&self.out)
+        }
+    }
+    fn on_sent(&mut self, n: usize, _now: Instant) {
+        self.out.drain(..n);
+    }
+    fn wants_read(&self) -> bool {
+        self.reading && !self.done
+    }
+    fn done(&self) -> bool {
+        self.done && self.out.is_empty()
+    }
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    fn on_deadline(&mut self, _now: Instant) {}
+    fn idle(&self) -> bool {
+        self.got.is_empty() && self.out.is_empty()
+    }
+    fn on_shutdown(&mut self) {}
+    fn on_notify(&mut self, _now: Instant) {}
+}
+
+struct Pki {
+    dir: std::path::PathBuf,
+    server_cert: CertificateDer<'static>,
+}
+
+/// A self-signed certificate for `localhost`, written to a fresh folder.
+fn pki(tag: &str) -> Pki {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("m0serve-tls-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cert.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), made.signing_key.serialize_pem()).unwrap();
+    Pki {
+        dir,
+        server_cert: made.cert.der().clone(),
+    }
+}
+
+fn files(pki: &Pki) -> Files {
+    Files {
+        certfile: pki.dir.join("cert.pem"),
+        keyfile: pki.dir.join("key.pem"),
+        password: None,
+        ca_certs: None,
+        client_auth: ClientAuth::None,
+        min_version: MinVersion::Tls12,
+    }
+}
+
+fn server(files: &Files, now: Instant) -> TlsSession<Lines> {
+    let shared = Arc::new(TlsShared {
+        settings: files.load().unwrap(),
+        handshake_timeout: Duration::from_secs(10),
+    });
+    TlsSession::new(Lines::new(), shared, now)
+}
+
+fn client_config(
+    pki: &Pki,
+    client_auth: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
+) -> ClientConfig {
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.server_cert.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match client_auth {
+        Some((cert, key)) => builder.with_client_auth_cert(vec![cert], key).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
+}
+
+fn client(config: ClientConfig) -> ClientConnection {
+    ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap()).unwrap()
+}
+
+/// Move bytes both ways until neither side has anything to say; the
+/// client's bytes reach the server in pieces of at most `piece`. Returns
+/// the plaintext the client received.
+fn shuttle(
+    c: &mut ClientConnection,
+    s: &mut TlsSession<Lines>,
+    piece: usize,
+    now: Instant,
+) -> Vec<u8> {
+    let mut plain = Vec::new();
+    for _ in 0..10_000 {
+        let mut moved = false;
+        let mut wire = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut wire).unwrap();
+        }
+        for chunk in wire.chunks(piece.max(1)) {
+            if !s.wants_read() {
+                break; // a real backend would leave it in the kernel; a test must not
+            }
+            s.on_read(chunk, now);
+            moved = true;
+        }
+        while let Output::Bytes(b) = s.output() {
+            let bytes = b.to_vec();
+            s.on_sent(bytes.len(), now);
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                c.read_tls(&mut rest).unwrap();
+                c.process_new_packets().unwrap();
+                plain.extend(read_plain(c));
+            }
+            moved = true;
+        }
+        if !moved {
+            return plain;
+        }
+    }
+    panic!("the two sides kept talking");
+}
+
+fn read_plain(c: &mut ClientConnection) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match c.reader().read(&mut buf) {
+            Ok(0) => return all,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(_) => return all,
+        }
+    }
+}
+
+#[test]
+fn a_handshake_then_lines_both_ways_however_the_bytes_are_split() {
+    let pki = pki("split");
+    let files = files(&pki);
+    let now = Instant::now();
+    for piece in [1, 2, 5, 64, 1000, 1 << 20] {
+        let mut s = server(&files, now);
+        let mut c = client(client_config(&pki, None));
+        c.writer().write_all(b"ping\nping\n").unwrap();
+        let got = shuttle(&mut c, &mut s, piece, now);
+        assert_eq!(got, b"pong\npong\n", "split into {piece}-byte pieces");
+        let info = s.inner().info.clone().expect("told of the handshake");
+        assert_eq!(info.version, 0x0304, "TLS 1.3 by default");
+        assert_ne!(info.cipher, 0);
+        assert!(info
+            .server_cert
+            .starts_with("-----BEGIN CERTIFICATE-----\n"));
+        assert!(info.client_chain.is_empty() && info.client_name.is_none());
+        assert_eq!(c.alpn_protocol(), Some(&b"http/1.1"[..]));
+    }
+}
+
+#[test]
+fn a_large_answer_arrives_whole_and_the_inner_session_is_drained_in_chunks() {
+    let pki = pki("big");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    let mut c = client(client_config(&pki, None));
+    c.writer().write_all(b"big\n").unwrap();
+    let got = shuttle(&mut c, &mut s, 4096, now);
+    assert_eq!(got.len(), 300_000);
+    assert!(got.iter().all(|&b| b == b'x'));
+}
+
+#[test]
+fn input_waits_while_the_inner_session_reads_nothing() {
+    let pki = pki("hold");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    let mut c = client(client_config(&pki, None));
+    shuttle(&mut c, &mut s, 1 << 20, now); // the handshake
+    s.inner.reading = false;
+    c.writer().write_all(b"ping\n").unwrap();
+    let mut wire = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut wire).unwrap();
+    }
+    s.on_read(&wire, now); // arrived before the session said it reads nothing more
+    assert!(
+        s.inner().got.is_empty(),
+        "delivered to a session not reading"
+    );
+    assert!(!s.wants_read(), "reads on while its input is held");
+    s.inner.reading = true;
+    s.on_notify(now);
+    assert!(s.wants_read());
+    assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+}
+
+#[test]
+fn the_inner_session_done_sends_close_notify_then_is_done() {
+    let pki = pki("close");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    let mut c = client(client_config(&pki, None));
+    c.writer().write_all(b"ping\nbye\n").unwrap();
+    assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+    assert!(s.done());
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        c.reader().read(&mut buf).unwrap(),
+        0,
+        "no close_notify seen"
+    );
+}
+
+#[test]
+fn plain_http_on_the_tls_port_gets_a_400_at_once() {
+    let pki = pki("plain");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", now);
+    let Output::Bytes(out) = s.output() else {
+        panic!("no answer");
+    };
+    let text = String::from_utf8_lossy(out).to_string();
+    assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+    assert!(text.contains("Connection: close"));
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{text}"
+    );
+    assert!(s.done() && !s.wants_read());
+}
+
+#[test]
+fn garbage_after_a_record_header_fails_the_handshake_with_an_alert() {
+    let pki = pki("garbage");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    // A ClientHello record whose one-byte hello cannot be decoded.
+    s.on_read(b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\xff", now);
+    assert!(s.done(), "a malformed ClientHello left the connection open");
+    let Output::Bytes(out) = s.output() else {
+        panic!("no alert");
+    };
+    assert_eq!(out[0], 0x15, "an alert record");
+}
+
+#[test]
+fn a_handshake_not_finished_in_time_is_closed() {
+    let pki = pki("slow");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    s.on_read(b"\x16\x03\x01", now);
+    let deadline = s.deadline().expect("a handshake deadline");
+    assert_eq!(deadline, now + Duration::from_secs(10));
+    s.on_deadline(now + Duration::from_secs(5));
+    assert!(!s.done(), "closed before its deadline");
+    s.on_deadline(deadline);
+    assert!(s.done());
+    assert!(s.inner().info.is_none());
+}
+
+#[test]
+fn required_client_certificates_fail_a_client_without_one() {
+    let pki = pki("mtls");
+    let ca = rcgen::generate_simple_self_signed(vec!["client".to_string()]).unwrap();
+    std::fs::write(pki.dir.join("ca.pem"), ca.cert.pem()).unwrap();
+    let mut f = files(&pki);
+    f.ca_certs = Some(pki.dir.join("ca.pem"));
+    f.client_auth = ClientAuth::Required;
+    let now = Instant::now();
+
+    let mut s = server(&f, now);
+    let mut c = client(client_config(&pki, None));
+    c.writer().write_all(b"ping\n").unwrap();
+    let mut wire = Vec::new();
+    for _ in 0..10 {
+        while c.wants_write() {
+            c.write_tls(&mut wire).unwrap();
+        }
+        if !wire.is_empty() && s.wants_read() {
+            s.on_read(&std::mem::take(&mut wire), now);
+        }
+        while let Output::Bytes(b) = s.output() {
+            let b = b.to_vec();
+            s.on_sent(b.len(), now);
+            let mut rest = &b[..];
+            let _ = c.read_tls(&mut rest);
+            let _ = c.process_new_packets();
+        }
+    }
+    assert!(s.done(), "served a client without a certificate");
+    assert!(s.inner().got.is_empty());
+
+    // The self-signed client certificate is its own CA here: accepted.
+    let key = PrivateKeyDer::try_from(ca.signing_key.serialize_der()).unwrap();
+    let mut s = server(&f, now);
+    let mut c = client(client_config(&pki, Some((ca.cert.der().clone(), key))));
+    c.writer().write_all(b"ping\n").unwrap();
+    assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+    let info = s.inner().info.clone().unwrap();
+    assert_eq!(info.client_chain.len(), 1);
+    assert_eq!(
+        info.client_name.as_deref(),
+        Some("CN=rcgen self signed cert")
+    );
+}
+
+#[test]
+fn tls_1_2_is_refused_under_a_tls_1_3_minimum() {
+    let pki = pki("min");
+    let mut f = files(&pki);
+    f.min_version = MinVersion::Tls13;
+    let now = Instant::now();
+    let mut s = server(&f, now);
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.server_cert.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut c = client(config);
+    let mut wire = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut wire).unwrap();
+    }
+    s.on_read(&wire, now);
+    assert!(
+        s.done(),
+        "a TLS 1.2 ClientHello was taken under a 1.3 minimum"
+    );
+}
+
+#[test]
+fn load_errors_name_the_file_and_the_reason() {
+    let pki = pki("errors");
+    let mut f = files(&pki);
+    f.certfile = pki.dir.join("missing.pem");
+    let e = f.load().unwrap_err().to_string();
+    assert!(
+        e.starts_with("--ssl-certfile ") && e.contains("missing.pem") && e.contains("No such file"),
+        "{e}"
+    );
+
+    std::fs::write(pki.dir.join("junk.pem"), "not a certificate\n").unwrap();
+    let mut f = files(&pki);
+    f.certfile = pki.dir.join("junk.pem");
+    let e = f.load().unwrap_err().to_string();
+    assert!(
+        e.contains("junk.pem") && e.contains("no PEM certificate"),
+        "{e}"
+    );
+
+    let other = rcgen::generate_simple_self_signed(vec!["other".to_string()]).unwrap();
+    std::fs::write(
+        pki.dir.join("other-key.pem"),
+        other.signing_key.serialize_pem(),
+    )
+    .unwrap();
+    let mut f = files(&pki);
+    f.keyfile = pki.dir.join("other-key.pem");
+    let e = f.load().unwrap_err().to_string();
+    assert!(
+        e.starts_with("--ssl-keyfile ") && e.contains("does not match"),
+        "{e}"
+    );
+
+    let mut f = files(&pki);
+    f.client_auth = ClientAuth::Required;
+    let e = f.load().unwrap_err().to_string();
+    assert!(e.contains("--ssl-ca-certs"), "{e}");
+}
