@@ -21,7 +21,7 @@ import pytest
 APPS = Path(__file__).resolve().parent / "apps"
 START_TIMEOUT = 20.0
 EXIT_TIMEOUT = 15.0
-LISTENING = re.compile(r"listening on (http://[^\s]+)")
+LISTENING = re.compile(r"listening on (https?://[^\s]+)")
 
 
 def m0serve_command() -> List[str]:
