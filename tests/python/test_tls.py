@@ -155,7 +155,7 @@ def test_curl_over_https(serve, pki, tmp_path):
 def s_client(server, *args: str, request: bytes = b"") -> subprocess.CompletedProcess:
     host, port = server.address
     return subprocess.run(
-        ["openssl", "s_client", "-connect", f"{host}:{port}", "-servername", "localhost", *args],
+        ["openssl", "s_client", "-connect", f"{host}:{port}", "-servername", "localhost", "-ign_eof", *args],
         input=request, capture_output=True, timeout=20)
 
 
