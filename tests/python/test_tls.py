@@ -337,3 +337,16 @@ def test_sighup_reloads_the_certificate_and_a_broken_one_leaves_the_old_served(s
     server.wait_for(r"rolling restart stopped", 30)
     assert "live-cert.pem" in server.output
     assert {served_leaf(server) for _ in range(6)} == {new}, "the old workers stopped serving"
+
+
+def test_static_files_and_ranges_over_https(serve, pki, tmp_path):
+    """A file body is read and encrypted in chunks (no zero-copy under TLS)."""
+    data = bytes(range(256)) * 16384  # 4 MiB
+    (tmp_path / "big.bin").write_bytes(data)
+    server = serve("tls_echo:wsgi", *pki.flags("--static-path-route=/static", f"--static-path-mount={tmp_path}"))
+    with httpx.Client(verify=pki.context(), base_url=server.url, timeout=20) as client:
+        whole = client.get("/static/big.bin")
+        assert whole.status_code == 200 and whole.content == data
+        part = client.get("/static/big.bin", headers={"Range": "bytes=1000000-1999999"})
+        assert part.status_code == 206 and part.content == data[1000000:2000000]
+        assert client.get("/").json()["scheme"] == "https", "the connection was not kept alive and usable"
