@@ -11,7 +11,9 @@ SPEC (JSON): {
   "arms": [{"name": "...", "cmd": ["...", "{port}", ...], "env": {...}, "cwd": "..."}, ...],
   "targets": {"arm": 1.3, ...},         # optional: ratio to the baseline an arm must reach
                                         # (judged on the per-round ratio's median)
-  "cpus": {"server": "0", "client": "1"}  # optional taskset pinning
+  "cpus": {"server": "0", "client": "1"},  # optional taskset pinning
+  "scheme": "https",                    # optional (default http): wrk speaks TLS to every arm
+  "wrk_args": ["-H", "Connection: close"]  # optional: more wrk flags (here: a new connection per request)
 }
 
 Every server is started once, on a free loopback port ("{port}" in its
@@ -158,8 +160,10 @@ def medians(spec, runs, keys):
 def main():
     spec = json.load(open(sys.argv[1]))
     cpus = spec.get("cpus", {})
+    scheme = spec.get("scheme", "http")
+    extra = spec.get("wrk_args", [])
     servers = start_servers(spec, lambda port: subprocess.run(
-        ["wrk", "-t1", "-c4", "-d1s", "http://127.0.0.1:%d%s" % (port, spec["path"])], capture_output=True))
+        ["wrk", "-t1", "-c4", "-d1s", "%s://127.0.0.1:%d%s" % (scheme, port, spec["path"])], capture_output=True))
     try:
         sessions = {port: proc.pid for proc, port in servers.values()}
 
@@ -167,8 +171,8 @@ def main():
             before = session_cpu_seconds(sessions[port])
             r = parse_wrk(subprocess.run(
                 taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
-                                             "-c%d" % spec["connections"], "-d" + spec["duration"],
-                                             "http://127.0.0.1:%d%s" % (port, spec["path"])]),
+                                             "-c%d" % spec["connections"], "-d" + spec["duration"], *extra,
+                                             "%s://127.0.0.1:%d%s" % (scheme, port, spec["path"])]),
                 capture_output=True, text=True).stdout)
             # The server's CPU per request: what a result on a client-bound
             # machine still compares (clock ticks, so ~10 ms resolution a run).
@@ -200,8 +204,9 @@ def main():
         rows.append("| %s | %s | %.2fx | %.3fx | %s | %.1f µs | %.2f ms | %.2f ms | %.1f ms | %d |" % (
             arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], s["paired_ratio"], verdict,
             s["cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"]))
-    setup = "wrk -t%d -c%d -d%s, %d alternating rounds per arm, %s (%d CPUs, Linux %s)." % (
-        spec["threads"], spec["connections"], spec["duration"], spec["rounds"],
+    setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm, %s (%d CPUs, Linux %s)." % (
+        spec["threads"], spec["connections"], spec["duration"], "".join(" " + repr(a) for a in extra),
+        spec.get("scheme", "http"), spec["rounds"],
         "servers on CPUs %s, wrk on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
         os.cpu_count(), platform.release())
     save_results(spec, runs, summary, setup, rows)
