@@ -59,8 +59,9 @@ def trickle_upload(server, pieces: int, gap: float):
         return json.loads(response.body), first, last
 
 
-def test_a_trickled_upload_reaches_the_view_only_once_complete(serve):
-    server = serve(APP, "--blocking-threads", "2")
+@pytest.mark.parametrize("threads", ["2", "0"], ids=["pool", "loop-only"])
+def test_a_trickled_upload_reaches_the_view_only_once_complete(serve, threads):
+    server = serve(APP, "--blocking-threads", threads)
     record, first, last = trickle_upload(server, pieces=12, gap=0.1)
     assert record["length"] == 12
     # Clocks of one machine; the view must not start before the last byte left.
@@ -95,10 +96,11 @@ def fds_into(pid: int, directory: Path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
-def test_a_10_mib_upload_over_a_1_mib_buffer_spills_to_an_unlinked_file(serve, tmp_path):
+@pytest.mark.parametrize("threads", ["1", "0"], ids=["pool", "loop-only"])
+def test_a_10_mib_upload_over_a_1_mib_buffer_spills_to_an_unlinked_file(serve, tmp_path, threads):
     spill = tmp_path / "spill"
     spill.mkdir()
-    server = serve(APP, "--blocking-threads", "1", "--body-buffer-size", "1M",
+    server = serve(APP, "--blocking-threads", threads, "--body-buffer-size", "1M",
                    "--body-spill-dir", str(spill))
     get_json(server, "/fast")  # warm: the view, the pool, the allocator
     (pid,) = worker_pids(server)  # the one worker: its fds and RSS, not the supervisor's
