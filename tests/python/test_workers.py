@@ -10,9 +10,11 @@ test_workers_spread.py's."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -322,3 +324,75 @@ def test_titles_and_log_lines_name_the_supervisor_and_each_worker(backend: str, 
         assert title.startswith(f"m0serve: worker {number}".encode()), title
     listening = [line for line in server.output.splitlines() if "listening on" in line]
     assert sorted(re.match(r"worker=(\d+) ", line).group(1) for line in listening) == ["1", "2"]
+
+
+@pytest.mark.parametrize("how,said", [("exit", "exit status 3"), ("segv", "killed by SIGSEGV")])
+def test_a_view_that_ends_its_process_costs_only_that_worker(backend: str, how: str, said: str):
+    """os._exit in a view, or a crash in C: the worker is logged with its
+    status or signal and replaced; the other worker serves throughout."""
+    server = started(backend, "workers_app:app", 2, "--blocking-threads=2")
+    try:
+        before = set(ready_pids(server))
+        with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+            get(server.address, f"/{how}", timeout=5)
+        m = server.wait_for(rf"worker \d+ \(pid (\d+)\) exited: {said}", 10)
+        gone = int(m.group(1))
+        assert gone in before
+        deadline = time.monotonic() + 10
+        while not set(ready_pids(server)) - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = set(ready_pids(server)) - before
+        assert len(after) == 1, server.output
+        served = {get(server.address, "/")[1] for _ in range(40)}
+        assert str(gone) not in served
+        assert served <= {str(p) for p in (before | after) - {gone}}, served
+    finally:
+        stop_cleanly(server)
+
+
+def test_a_bind_error_exits_1_before_any_worker_starts():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        done = run_m0serve("--workers=2", "--host=127.0.0.1", f"--port={port}",
+                           "--app-dir", str(APPS), "workers_app:app", timeout=20)
+    finally:
+        taken.close()
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert "Address already in use" in done.stderr or "in use" in done.stderr, done.stderr
+    assert not re.search(r"worker \d+ started", done.stderr), done.stderr
+
+
+def test_the_supervisor_never_imports_the_app(backend: str, tmp_path: Path):
+    imports = tmp_path / "imports"
+    server = started(backend, "workers_app:app", 2, env={"M0_TEST_IMPORTS": str(imports)})
+    try:
+        importers = {int(p) for p in imports.read_text().split()}
+        assert server.proc.pid not in importers, "the supervisor imported the app"
+        assert importers == set(ready_pids(server)), (importers, server.output)
+    finally:
+        stop_cleanly(server)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_each_workers_python_threads_are_confined_to_its_cpus(backend: str):
+    """--workers 2 --cores 1: every thread of a worker (core, pool, the main
+    thread) runs on that worker's one CPU, and the two workers' CPUs differ."""
+    server = started(backend, "workers_app:app", 2, "--blocking-threads=2")
+    try:
+        seen = {}
+        deadline = time.monotonic() + 10
+        while len(seen) < 2 and time.monotonic() < deadline:
+            status, body = get(server.address, "/threads")
+            assert status == 200
+            threads = json.loads(body)
+            seen[frozenset(threads)] = set(threads.values())
+        assert len(seen) == 2, "one worker answered every request"
+        cpus = list(seen.values())
+        for allowed in cpus:
+            assert len(allowed) == 1 and "," not in next(iter(allowed)) and "-" not in next(iter(allowed)), cpus
+        assert cpus[0] != cpus[1], cpus
+    finally:
+        stop_cleanly(server)

@@ -3,13 +3,20 @@ test_recycling.py): each response names the worker process that served it;
 /slow?s=SECONDS sleeps first, and notes its start in $M0_TEST_STARTS (one pid
 a line) so a test knows which workers hold one; /busy?ms=MS spins holding the
 GIL (a CPU-bound view); /grow?mb=N keeps N MiB more for good (a leak), and
-/spike?mb=N&s=SECONDS holds N MiB for that long, then frees it (a burst)."""
+/spike?mb=N&s=SECONDS holds N MiB for that long, then frees it (a burst);
+/exit ends the process (os._exit(3)), /segv crashes it with SIGSEGV, and
+/threads names each thread's allowed CPUs. Importing it appends this pid
+to $M0_TEST_IMPORTS when set (who imported the app)."""
 
 import os
 import time
 from urllib.parse import parse_qs
 
 _hoard = []
+
+if os.environ.get("M0_TEST_IMPORTS"):
+    with open(os.environ["M0_TEST_IMPORTS"], "a") as _f:
+        _f.write(f"{os.getpid()}\n")
 
 
 def app(environ, start_response):
@@ -28,6 +35,22 @@ def app(environ, start_response):
     elif path == "/grow":
         # Written, not just reserved, so it is resident.
         _hoard.append(b"x" * (int(query["mb"][0]) << 20))
+    elif path == "/exit":
+        os._exit(3)  # a view that ends its process: only its worker goes
+    elif path == "/segv":
+        import ctypes
+
+        ctypes.string_at(0)  # a crash in C: SIGSEGV
+    elif path == "/threads":
+        # Every thread of this worker and the CPUs it may run on.
+        import json
+
+        body = json.dumps({
+            task: open(f"/proc/self/task/{task}/status").read().split("Cpus_allowed_list:")[1].split()[0]
+            for task in os.listdir("/proc/self/task")
+        }).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
     elif path == "/spike":
         burst = b"x" * (int(query["mb"][0]) << 20)
         time.sleep(float(query["s"][0]))
