@@ -322,3 +322,48 @@ def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(back
         wait_until(port, lambda s: s.value("m0serve_requests_total") == 1, "the new request counted")
     finally:
         stop_cleanly(server)
+
+
+def test_connections_closed_by_the_client_the_server_and_a_reset(serve) -> None:
+    import struct
+
+    port = free_port()
+    server = serve("plain:hello", f"--metrics-address=127.0.0.1:{port}")
+    # The client ends a kept-alive connection with a FIN.
+    with socket.create_connection(server.address, timeout=10) as kept:
+        kept.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+    wait_until(port, lambda s: s.value("m0serve_connections_closed_total", cause="client_closed") == 1,
+               "a FIN counted as client_closed")
+    # The exchange ends it (Connection: close).
+    server.exchange(request("GET", "/"))
+    wait_until(port, lambda s: s.value("m0serve_connections_closed_total", cause="server_closed") == 1,
+               "Connection: close counted as server_closed")
+    # The client resets it halfway through a head (SO_LINGER 0: an RST, no FIN).
+    rude = socket.create_connection(server.address, timeout=10)
+    rude.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n")
+    time.sleep(0.2)
+    rude.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    rude.close()
+    after = wait_until(port, lambda s: s.value("m0serve_connections_closed_total", cause="reset") == 1,
+                       "an RST counted as reset")
+    assert after.value("m0serve_connections_closed_total") == 3
+    assert after.value("m0serve_connections_open") == 0
+
+
+def test_a_rolling_restart_is_counted_by_its_cause(backend: str) -> None:
+    import signal
+
+    port = free_port()
+    server = started(backend, "plain:hello", 2, f"--metrics-address=127.0.0.1:{port}")
+    try:
+        server.proc.send_signal(signal.SIGHUP)
+        server.wait_for(r"rolling restart done", 30)
+        after = wait_until(
+            port,
+            lambda s: s.value("m0serve_worker_restarts_total", cause="rolling_restart") == 2,
+            "both workers' restarts counted as rolling_restart",
+        )
+        assert after.value("m0serve_worker_restarts_total", cause="exited") == 0
+    finally:
+        stop_cleanly(server)
