@@ -350,3 +350,28 @@ def test_static_files_and_ranges_over_https(serve, pki, tmp_path):
         part = client.get("/static/big.bin", headers={"Range": "bytes=1000000-1999999"})
         assert part.status_code == 206 and part.content == data[1000000:2000000]
         assert client.get("/").json()["scheme"] == "https", "the connection was not kept alive and usable"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command")
+def test_tls_1_2_renegotiation_is_refused(serve, pki):
+    """s_client's `R` asks for a renegotiation: refused with the
+    no_renegotiation alert (rustls implements none)."""
+    server = start(serve, "wsgi", pki)
+    host, port = server.address
+    proc = subprocess.Popen(
+        ["openssl", "s_client", "-connect", f"{host}:{port}", "-tls1_2"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(1)  # the handshake
+        proc.stdin.write(b"R\n")
+        proc.stdin.flush()
+        time.sleep(1.5)  # the refusal
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert b"RENEGOTIATING" in out, out.decode(errors="replace")
+    assert b"no renegotiation" in out, out.decode(errors="replace")
