@@ -190,6 +190,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         Arc::new(TlsShared {
             settings,
             handshake_timeout: options.header_read_timeout,
+            send_timeout: options.send_timeout,
         })
     });
     let secure = tls.is_some();

@@ -54,6 +54,8 @@ pub struct TlsShared {
     pub settings: super::config::Settings,
     /// How long a client has to finish its handshake.
     pub handshake_timeout: Duration,
+    /// How long ciphertext may wait for a client that takes none of it.
+    pub send_timeout: Duration,
 }
 
 /// Wraps every session `inner` opens in TLS.
@@ -112,6 +114,8 @@ pub struct TlsSession<S> {
     eof_told: bool,
     /// close_notify is queued (the inner session is done).
     closing: bool,
+    /// Since when `outgoing` has waited for the client to take any of it.
+    stalled_since: Option<Instant>,
     /// Scratch for plaintext on its way in or out.
     scratch: Vec<u8>,
 }
@@ -134,6 +138,7 @@ impl<S: Session + Secured> TlsSession<S> {
             eof: false,
             eof_told: false,
             closing: false,
+            stalled_since: None,
             scratch: Vec::new(),
         }
     }
@@ -144,11 +149,24 @@ impl<S: Session + Secured> TlsSession<S> {
         &self.inner
     }
 
+    /// Fail the connection: what rustls has to say (an alert) is sent, then
+    /// it closes.
     fn fail(&mut self, why: &str) {
         tracing::debug!("TLS connection closed: {why}");
         self.phase = Phase::Failed;
         self.incoming = Vec::new();
         self.flush_tls();
+    }
+
+    /// Close at once, dropping what was to be sent (a client that takes
+    /// nothing, a timeout).
+    fn abort(&mut self, why: &str) {
+        tracing::debug!("TLS connection closed: {why}");
+        self.phase = Phase::Failed;
+        self.incoming = Vec::new();
+        self.outgoing = Vec::new();
+        self.sent = 0;
+        self.stalled_since = None;
     }
 
     /// Move what rustls has to send into `outgoing`.
@@ -321,25 +339,31 @@ impl<S: Session + Secured> Session for TlsSession<S> {
     }
 
     fn output(&mut self) -> Output<'_> {
+        let now = Instant::now();
         if self.sent == self.outgoing.len() {
             self.outgoing.clear();
             self.sent = 0;
-            self.pump_out(Instant::now());
+            self.pump_out(now);
         }
         if self.sent < self.outgoing.len() {
+            self.stalled_since.get_or_insert(now);
             Output::Bytes(&self.outgoing[self.sent..])
         } else {
+            self.stalled_since = None;
             Output::None
         }
     }
 
     fn on_sent(&mut self, n: usize, now: Instant) {
         self.sent += n;
+        self.stalled_since = Some(now);
         if self.sent == self.outgoing.len() {
             self.outgoing.clear();
             self.sent = 0;
-            // Output taken: the inner session may want its held input now.
-            if self.phase == Phase::Open && !self.incoming.is_empty() || self.eof {
+            self.stalled_since = None;
+            // Output taken: the inner session may want the input held here
+            // (ciphertext, or plaintext rustls decrypted) now.
+            if self.phase == Phase::Open || self.eof {
                 self.pump_in(now);
             }
         }
@@ -362,19 +386,39 @@ impl<S: Session + Secured> Session for TlsSession<S> {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        match self.phase {
+        let own = match self.phase {
             Phase::Fresh | Phase::Handshaking => Some(self.handshake_deadline),
-            Phase::Open => self.inner.deadline(),
-            Phase::Failed => None,
-        }
+            Phase::Open => None,
+            Phase::Failed => return None,
+        };
+        let stalled = self.stalled_since.map(|t| t + self.shared.send_timeout);
+        // The inner session's clock runs during the handshake too: a drain
+        // shortens a fresh connection's wait through it.
+        [own, stalled, self.inner.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_deadline(&mut self, now: Instant) {
+        if self.phase == Phase::Failed {
+            return;
+        }
+        if self
+            .stalled_since
+            .is_some_and(|t| now >= t + self.shared.send_timeout)
+        {
+            return self.abort("the client took no output within the send timeout");
+        }
+        if self.inner.deadline().is_some_and(|d| now >= d) {
+            self.inner.on_deadline(now);
+        }
         match self.phase {
-            Phase::Fresh | Phase::Handshaking if now >= self.handshake_deadline => {
-                self.fail("no complete handshake within the header read timeout")
+            Phase::Fresh | Phase::Handshaking
+                if now >= self.handshake_deadline || self.inner.done() =>
+            {
+                self.abort("no complete handshake within the header read timeout")
             }
-            Phase::Open => self.inner.on_deadline(now),
             _ => {}
         }
     }

@@ -22,6 +22,8 @@ struct Lines {
     done: bool,
     eof: bool,
     info: Option<Arc<TlsInfo>>,
+    /// A timeout of the inner session's own (done when it passes).
+    timeout: Option<Instant>,
 }
 
 impl Lines {
@@ -77,9 +79,14 @@ impl Session for Lines {
         self.done && self.out.is_empty()
     }
     fn deadline(&self) -> Option<Instant> {
-        None
+        self.timeout
     }
-    fn on_deadline(&mut self, _now: Instant) {}
+    fn on_deadline(&mut self, now: Instant) {
+        if self.timeout.is_some_and(|t| now >= t) {
+            self.done = true;
+            self.out.clear();
+        }
+    }
     fn idle(&self) -> bool {
         self.got.is_empty() && self.out.is_empty()
     }
@@ -120,6 +127,7 @@ fn server(files: &Files, now: Instant) -> TlsSession<Lines> {
     let shared = Arc::new(TlsShared {
         settings: files.load().unwrap(),
         handshake_timeout: Duration::from_secs(10),
+        send_timeout: Duration::from_secs(30),
     });
     TlsSession::new(Lines::new(), shared, now)
 }
@@ -436,4 +444,43 @@ fn load_errors_name_the_file_and_the_reason() {
     f.client_auth = ClientAuth::Required;
     let e = f.load().unwrap_err().to_string();
     assert!(e.contains("--ssl-ca-certs"), "{e}");
+}
+
+#[test]
+fn a_client_that_takes_no_output_is_dropped_after_the_send_timeout() {
+    let pki = pki("stall");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    let mut c = client(client_config(&pki, None));
+    shuttle(&mut c, &mut s, 1 << 20, now); // the handshake
+    c.writer().write_all(b"big\n").unwrap();
+    let mut wire = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut wire).unwrap();
+    }
+    s.on_read(&wire, now);
+    assert!(matches!(s.output(), Output::Bytes(_)), "nothing to send");
+    // The client reads nothing from here on.
+    let limit = s.deadline().expect("a send deadline");
+    assert!(limit > now + Duration::from_secs(29), "{:?}", limit - now);
+    s.on_deadline(limit - Duration::from_secs(1));
+    assert!(!s.done(), "dropped before the send timeout");
+    s.on_deadline(limit);
+    assert!(s.done(), "a stalled client held its connection");
+    assert!(matches!(s.output(), Output::None), "still asks to send");
+}
+
+#[test]
+fn the_inner_sessions_own_deadline_runs_during_the_handshake() {
+    // A drain shortens a fresh connection's wait through the inner session.
+    let pki = pki("drain");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    s.inner.timeout = Some(now + Duration::from_secs(1));
+    assert_eq!(s.deadline(), Some(now + Duration::from_secs(1)));
+    s.on_deadline(now + Duration::from_secs(1));
+    assert!(
+        s.done(),
+        "the inner session's deadline did not close a fresh connection"
+    );
 }
