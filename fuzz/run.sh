@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the AFL++ targets and fuzzes each for SECONDS (default 60), one after
-# another, starting from corpus/<target>/. Prints a summary line per target
+# Builds the AFL++ targets and fuzzes each for SECONDS (default 60), FUZZ_JOBS
+# at a time (default: one per CPU; each afl-fuzz uses one), starting from
+# corpus/<target>/. Prints a summary line per target
 # (total execs, execs/s, crashes, hangs); copies every crashing or hanging
 # input into regressions/<target>/ (commit them: `cargo test` replays them);
 # exits non-zero if any target crashed, hung or could not run.
@@ -29,12 +30,14 @@ stat() {
     awk -F' *: *' -v k="$2" '$1 == k { print $2 }' "$1" 2>/dev/null
 }
 
-status=0
-summary=()
 mkdir -p "$out"
-for t in "${targets[@]}"; do
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+
+# fuzz_one TARGET: fuzz it, keep what it found, and write its summary line
+# (and its status) into $out/TARGET.result.
+fuzz_one() {
+    local t=$1 log=$out/$1.log rc stats execs rate found=0 kind f name line status=0
     rm -rf "${out:?}/$t"
-    log=$out/$t.log
     echo "==> fuzz $t for ${secs}s (log: fuzz/$log)"
     # -t: a hang is an input that takes over a second (the slowest seed takes a few ms).
     cargo afl fuzz -V "$secs" -t 1000 -i "corpus/$t" -o "$out/$t" "target/release/$t" >"$log" 2>&1
@@ -42,7 +45,6 @@ for t in "${targets[@]}"; do
     stats=$out/$t/default/fuzzer_stats
     execs=$(stat "$stats" execs_done)
     rate=$(stat "$stats" execs_per_sec)
-    found=0
     for kind in crashes hangs; do
         for f in "$out/$t/default/$kind"/id:*; do
             [ -f "$f" ] || continue
@@ -63,7 +65,31 @@ for t in "${targets[@]}"; do
     fi
     [ "$found" -gt 0 ] && status=1
     echo "$line"
-    summary+=("$line")
+    printf '%s\n%s\n' "$status" "$line" >"$out/$t.result"
+}
+
+running=0
+for t in "${targets[@]}"; do
+    rm -f "$out/$t.result"
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait
+
+status=0
+summary=()
+for t in "${targets[@]}"; do
+    if [ -f "$out/$t.result" ]; then
+        [ "$(head -1 "$out/$t.result")" = 0 ] || status=1
+        summary+=("$(tail -1 "$out/$t.result")")
+    else
+        summary+=("fuzz $t: no result (the run died)")
+        status=1
+    fi
 done
 
 echo "==> fuzz summary"

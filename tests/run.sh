@@ -6,8 +6,9 @@
 # tests/python/requirements.txt, and the pytest suite on both backends; the
 # Autobahn|Testsuite WebSocket fuzzer (tests/autobahn.sh) on both backends,
 # against an ASGI echo app served by the newest leg's m0serve; the fuzz
-# corpus replayed and each AFL++ fuzz target run for 30 s (fuzz/); deploy/'s
-# manifests, Dockerfile and YAML linted (tests/deploy_lint.sh); then clippy
+# corpus replayed and each AFL++ fuzz target run for 60 s, one per CPU at a
+# time (fuzz/); deploy/'s manifests, Dockerfile and YAML linted
+# (tests/deploy_lint.sh); then clippy
 # (with and without the python feature, and of fuzz/) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
 # any failed. Usage: bash tests/run.sh
@@ -201,11 +202,12 @@ fi
 
 # The fuzz package (its own workspace): the corpus and the regressions
 # replayed through the targets' checks, then each target fuzzed with AFL++ for
-# 30 s, one after another (fuzz/run.sh). CI installs cargo-afl (.ci/run);
+# 60 s, as many at once as there are CPUs (fuzz/run.sh: 4 min for the seven on
+# CI's two). CI installs cargo-afl (.ci/run);
 # elsewhere a machine without it skips the fuzzing, saying so.
 step "fuzz replay" cargo test --manifest-path fuzz/Cargo.toml
 if cargo afl --version >/dev/null 2>&1; then
-    step fuzz bash fuzz/run.sh 30
+    step fuzz bash fuzz/run.sh 60
 elif [ "${CI:-}" = true ]; then
     failed+=("cargo-afl is not installed (.ci/run installs it)")
 else
