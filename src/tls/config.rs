@@ -121,9 +121,16 @@ impl Files {
                 },
             })?;
         config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
-        // Tickets and the session cache are per worker process; resumption
-        // across workers would need a shared ticket key, which is not kept.
-        config.send_tls13_tickets = 0;
+        // Resumption: stateless tickets (TLS 1.3, and 1.2's ticket
+        // extension) under keys this process makes and rotates, and 1.2's
+        // session cache. Both are per worker process: a client that comes
+        // back to another worker gets a full handshake, as without them.
+        // A full handshake costs both sides a signature and its check.
+        config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| LoadError {
+            what: "--ssl-certfile",
+            path: self.certfile.clone(),
+            why: format!("making the session ticket key: {e}"),
+        })?;
         Ok(Settings {
             config: Arc::new(config),
             server_cert_pem,

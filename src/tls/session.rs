@@ -34,6 +34,9 @@ use crate::backend::{Notifier, Output, Peer, Service, Session};
 /// Plaintext taken from the inner session per encryption pass.
 const CHUNK: usize = 64 * 1024;
 
+/// Plaintext handed to the inner session per read: a record's worth.
+const RECORD: usize = 16 * 1024;
+
 /// Ciphertext held unprocessed while the inner session reads nothing, past
 /// which this session stops reading too.
 const HELD_INPUT: usize = 64 * 1024;
@@ -227,8 +230,8 @@ impl<S: Session + Secured> TlsSession<S> {
             if !self.inner.wants_read() {
                 return false;
             }
-            self.scratch.resize(CHUNK, 0);
-            match self.tls.reader().read(&mut self.scratch) {
+            grow(&mut self.scratch, RECORD);
+            match self.tls.reader().read(&mut self.scratch[..RECORD]) {
                 Ok(0) => {
                     // close_notify: the client's end of stream.
                     self.eof = true;
@@ -265,11 +268,12 @@ impl<S: Session + Secured> TlsSession<S> {
                     self.tls.writer().write(&bytes[..n]).unwrap_or(0)
                 }
                 Output::File { fd, offset, len } => {
-                    self.scratch.resize(len.min(CHUNK), 0);
+                    let want = len.min(CHUNK);
+                    grow(&mut self.scratch, want);
                     // SAFETY-free: a positioned read of a file the inner
                     // session keeps open until `on_sent` moves past it.
                     let file = std::mem::ManuallyDrop::new(unsafe_file(fd));
-                    match file.read_at(&mut self.scratch, offset) {
+                    match file.read_at(&mut self.scratch[..want], offset) {
                         Ok(0) => return self.fail("a file body ended early"),
                         Ok(n) => self.tls.writer().write(&self.scratch[..n]).unwrap_or(0),
                         Err(e) => return self.fail(&format!("reading a file body: {e}")),
@@ -291,6 +295,14 @@ impl<S: Session + Secured> TlsSession<S> {
             self.tls.send_close_notify();
             self.flush_tls();
         }
+    }
+}
+
+/// At least `len` bytes of `buf` usable (zeroed once, when it grows; a
+/// connection that only handshakes and asks for a page never zeroes 64 KiB).
+fn grow(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() < len {
+        buf.resize(len, 0);
     }
 }
 

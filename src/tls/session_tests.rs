@@ -484,3 +484,32 @@ fn the_inner_sessions_own_deadline_runs_during_the_handshake() {
         "the inner session's deadline did not close a fresh connection"
     );
 }
+
+#[test]
+fn a_returning_client_resumes_its_session() {
+    let pki = pki("resume");
+    let f = files(&pki);
+    let now = Instant::now();
+    let shared = Arc::new(TlsShared {
+        settings: f.load().unwrap(),
+        handshake_timeout: Duration::from_secs(10),
+        send_timeout: Duration::from_secs(30),
+    });
+    let config = Arc::new(client_config(&pki, None));
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        let mut s = TlsSession::new(Lines::new(), shared.clone(), now);
+        let mut c =
+            ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap())
+                .unwrap();
+        c.writer().write_all(b"ping\n").unwrap();
+        assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+        kinds.push(c.handshake_kind());
+    }
+    use rustls::HandshakeKind::{Full, Resumed};
+    assert_eq!(
+        kinds,
+        [Some(Full), Some(Resumed)],
+        "no ticket, or not taken back"
+    );
+}
