@@ -513,3 +513,29 @@ fn a_returning_client_resumes_its_session() {
         "no ticket, or not taken back"
     );
 }
+
+#[test]
+fn the_servers_order_of_suites_puts_aes_128_gcm_first() {
+    // A client that prefers AES-256-GCM-SHA384, as OpenSSL's do.
+    use rustls::crypto::ring::cipher_suite::{TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384};
+    let pki = pki("suites");
+    let now = Instant::now();
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.server_cert.clone()).unwrap();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites = vec![TLS13_AES_256_GCM_SHA384, TLS13_AES_128_GCM_SHA256];
+    let config = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut s = server(&files(&pki), now);
+    let mut c = client(config);
+    c.writer().write_all(b"ping\n").unwrap();
+    assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+    assert_eq!(
+        s.inner().info.as_ref().unwrap().cipher,
+        0x1301,
+        "TLS_AES_128_GCM_SHA256"
+    );
+}
