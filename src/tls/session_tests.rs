@@ -132,17 +132,21 @@ fn server(files: &Files, now: Instant) -> TlsSession<Lines> {
     TlsSession::new(Lines::new(), shared, now)
 }
 
+fn roots(pki: &Pki) -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.server_cert.clone()).unwrap();
+    roots
+}
+
 fn client_config(
     pki: &Pki,
     client_auth: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
 ) -> ClientConfig {
-    let mut roots = RootCertStore::empty();
-    roots.add(pki.server_cert.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots);
+        .with_root_certificates(roots(pki));
     let mut config = match client_auth {
         Some((cert, key)) => builder.with_client_auth_cert(vec![cert], key).unwrap(),
         None => builder.with_no_client_auth(),
@@ -194,6 +198,15 @@ fn shuttle(
         }
     }
     panic!("the two sides kept talking");
+}
+
+/// What the client has to send now.
+fn client_bytes(c: &mut ClientConnection) -> Vec<u8> {
+    let mut wire = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut wire).unwrap();
+    }
+    wire
 }
 
 fn read_plain(c: &mut ClientConnection) -> Vec<u8> {
@@ -251,10 +264,7 @@ fn input_waits_while_the_inner_session_reads_nothing() {
     shuttle(&mut c, &mut s, 1 << 20, now); // the handshake
     s.inner.reading = false;
     c.writer().write_all(b"ping\n").unwrap();
-    let mut wire = Vec::new();
-    while c.wants_write() {
-        c.write_tls(&mut wire).unwrap();
-    }
+    let wire = client_bytes(&mut c);
     s.on_read(&wire, now); // arrived before the session said it reads nothing more
     assert!(
         s.inner().got.is_empty(),
@@ -386,19 +396,14 @@ fn tls_1_2_is_refused_under_a_tls_1_3_minimum() {
     f.min_version = MinVersion::Tls13;
     let now = Instant::now();
     let mut s = server(&f, now);
-    let mut roots = RootCertStore::empty();
-    roots.add(pki.server_cert.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS12])
         .unwrap()
-        .with_root_certificates(roots)
+        .with_root_certificates(roots(&pki))
         .with_no_client_auth();
     let mut c = client(config);
-    let mut wire = Vec::new();
-    while c.wants_write() {
-        c.write_tls(&mut wire).unwrap();
-    }
+    let wire = client_bytes(&mut c);
     s.on_read(&wire, now);
     assert!(
         s.done(),
@@ -454,10 +459,7 @@ fn a_client_that_takes_no_output_is_dropped_after_the_send_timeout() {
     let mut c = client(client_config(&pki, None));
     shuttle(&mut c, &mut s, 1 << 20, now); // the handshake
     c.writer().write_all(b"big\n").unwrap();
-    let mut wire = Vec::new();
-    while c.wants_write() {
-        c.write_tls(&mut wire).unwrap();
-    }
+    let wire = client_bytes(&mut c);
     s.on_read(&wire, now);
     assert!(matches!(s.output(), Output::Bytes(_)), "nothing to send");
     // The client reads nothing from here on.
@@ -520,14 +522,12 @@ fn the_servers_order_of_suites_puts_aes_128_gcm_first() {
     use rustls::crypto::ring::cipher_suite::{TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384};
     let pki = pki("suites");
     let now = Instant::now();
-    let mut roots = RootCertStore::empty();
-    roots.add(pki.server_cert.clone()).unwrap();
     let mut provider = rustls::crypto::ring::default_provider();
     provider.cipher_suites = vec![TLS13_AES_256_GCM_SHA384, TLS13_AES_128_GCM_SHA256];
     let config = ClientConfig::builder_with_provider(Arc::new(provider))
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
+        .with_root_certificates(roots(&pki))
         .with_no_client_auth();
     let mut s = server(&files(&pki), now);
     let mut c = client(config);
