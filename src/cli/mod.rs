@@ -209,13 +209,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let app = app.spec()?;
     let proxy = proxy.proxy(proxy::uvicorn_env())?;
     let tls = tls.settings()?;
-    if tls.is_some() && proxy.protocol {
-        // The preamble comes before the ClientHello; the TLS layer reads
-        // only records, so the two cannot share a listener yet.
-        return Err(CliError::Usage(
-            "--proxy-protocol cannot be combined with TLS (--ssl-certfile) yet".into(),
-        ));
-    }
     let options = Options {
         listen: server.listen()?,
         socket: server.socket()?,

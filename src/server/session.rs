@@ -203,6 +203,10 @@ impl Secured for HttpSession {
     fn secured(&mut self, info: Arc<TlsInfo>) {
         self.tls = Some(info);
     }
+
+    fn awaits_preamble(&self) -> bool {
+        self.conn.awaits_preamble()
+    }
 }
 
 impl HttpSession {

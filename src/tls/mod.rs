@@ -3,7 +3,9 @@
 //! A backend hands a [`TlsSession`] ciphertext and sends what it asks; the
 //! session runs rustls over it and hands the plaintext to the session it
 //! wraps (HTTP, WebSocket after an upgrade), which does not know TLS is
-//! there except through [`Secured`]. Certificates and keys are loaded once
+//! there except through [`Secured`]. A PROXY protocol preamble, sent in the
+//! clear before the handshake, is passed through to that session as it is.
+//! Certificates and keys are loaded once
 //! per process ([`config`]): a worker started by a SIGHUP roll reads the
 //! files anew, so a roll is how certificates are reloaded.
 
@@ -19,4 +21,12 @@ pub use session::{TlsService, TlsSession, TlsShared};
 /// handshake is over and before any request is handed to it.
 pub trait Secured {
     fn secured(&mut self, info: std::sync::Arc<TlsInfo>);
+
+    /// Whether the connection opens with a PROXY protocol preamble, which
+    /// comes in the clear before the handshake. The TLS layer hands the
+    /// preamble's bytes to this session as they are, and only the rest
+    /// to rustls.
+    fn awaits_preamble(&self) -> bool {
+        false
+    }
 }

@@ -15,10 +15,13 @@
 //! holds at most one chunk here and the inner session's send clock runs as
 //! it would without TLS.
 //!
-//! Before the handshake: a first byte that cannot begin a TLS record (plain
-//! HTTP sent to the TLS port) gets a plain-text 400 and a close, as nginx
-//! answers it; a handshake not finished within the header read timeout is
-//! closed; a failed one is closed after its alert.
+//! Before the handshake: a PROXY protocol preamble the inner session awaits
+//! is handed to it as it came (its own parser decides what it says); a
+//! malformed one closes the connection unanswered. Then a first byte that
+//! cannot begin a TLS record (plain HTTP sent to the TLS port) gets a
+//! plain-text 400 and a close, as nginx answers it; a handshake not finished
+//! within the header read timeout (counted from the connection's start,
+//! preamble included) is closed; a failed one is closed after its alert.
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -30,6 +33,7 @@ use rustls::ServerConnection;
 use super::info::TlsInfo;
 use super::Secured;
 use crate::backend::{Notifier, Output, Peer, Service, Session};
+use crate::http::proxy_protocol;
 
 /// Plaintext taken from the inner session per encryption pass.
 const CHUNK: usize = 64 * 1024;
@@ -317,6 +321,27 @@ fn unsafe_file(fd: std::os::fd::RawFd) -> std::fs::File {
 
 impl<S: Session + Secured> Session for TlsSession<S> {
     fn on_read(&mut self, data: &[u8], now: Instant) {
+        if self.phase == Phase::Fresh && self.inner.awaits_preamble() {
+            self.incoming.extend_from_slice(data);
+            match proxy_protocol::parse(&self.incoming) {
+                Ok(None) => return,
+                Ok(Some((_, len))) => {
+                    let preamble: Vec<u8> = self.incoming.drain(..len).collect();
+                    self.inner.on_read(&preamble, now);
+                    if self.inner.done() || self.inner.awaits_preamble() {
+                        return self.abort("the inner session refused the preamble");
+                    }
+                }
+                Err(proxy_protocol::Malformed) => {
+                    return self.abort("a malformed or missing PROXY protocol preamble")
+                }
+            }
+            let rest = std::mem::take(&mut self.incoming);
+            if rest.is_empty() {
+                return;
+            }
+            return self.on_read(&rest, now);
+        }
         if self.phase == Phase::Fresh {
             match data.first() {
                 None => return,

@@ -24,6 +24,9 @@ struct Lines {
     info: Option<Arc<TlsInfo>>,
     /// A timeout of the inner session's own (done when it passes).
     timeout: Option<Instant>,
+    /// Awaiting a PROXY protocol preamble; what it was handed of one.
+    preamble: bool,
+    got_preamble: Vec<u8>,
 }
 
 impl Lines {
@@ -39,10 +42,18 @@ impl Secured for Lines {
     fn secured(&mut self, info: Arc<TlsInfo>) {
         self.info = Some(info);
     }
+    fn awaits_preamble(&self) -> bool {
+        self.preamble
+    }
 }
 
 impl Session for Lines {
     fn on_read(&mut self, data: &[u8], _now: Instant) {
+        if self.preamble {
+            self.got_preamble.extend_from_slice(data);
+            self.preamble = false;
+            return;
+        }
         assert!(self.reading, "handed input it did not want");
         assert!(
             self.info.is_some(),
@@ -538,4 +549,41 @@ fn the_servers_order_of_suites_puts_aes_128_gcm_first() {
         0x1301,
         "TLS_AES_128_GCM_SHA256"
     );
+}
+
+#[test]
+fn a_proxy_preamble_in_the_clear_goes_to_the_inner_session_then_tls_follows() {
+    let pki = pki("preamble");
+    let now = Instant::now();
+    let preamble = b"PROXY TCP4 203.0.113.7 127.0.0.1 40123 8443\r\n";
+    for piece in [1, 7, 1 << 20] {
+        let mut s = server(&files(&pki), now);
+        s.inner.preamble = true;
+        let mut c = client(client_config(&pki, None));
+        c.writer().write_all(b"ping\n").unwrap();
+        // The preamble and the ClientHello in one stream, cut into pieces.
+        let mut wire = preamble.to_vec();
+        wire.extend(client_bytes(&mut c));
+        for chunk in wire.chunks(piece) {
+            s.on_read(chunk, now);
+        }
+        assert_eq!(
+            s.inner().got_preamble,
+            preamble,
+            "split into {piece}-byte pieces"
+        );
+        assert_eq!(shuttle(&mut c, &mut s, piece, now), b"pong\n");
+    }
+}
+
+#[test]
+fn a_connection_without_the_preamble_it_owes_is_closed_unanswered() {
+    let pki = pki("nopreamble");
+    let now = Instant::now();
+    let mut s = server(&files(&pki), now);
+    s.inner.preamble = true;
+    let mut c = client(client_config(&pki, None));
+    s.on_read(&client_bytes(&mut c), now);
+    assert!(s.done(), "a ClientHello was taken for a preamble");
+    assert!(matches!(s.output(), Output::None), "answered");
 }

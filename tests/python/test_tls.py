@@ -375,3 +375,22 @@ def test_tls_1_2_renegotiation_is_refused(serve, pki):
             proc.wait()
     assert b"RENEGOTIATING" in out, out.decode(errors="replace")
     assert b"no renegotiation" in out, out.decode(errors="replace")
+
+
+def test_a_proxy_protocol_preamble_before_the_handshake(serve, interface, pki):
+    """AWS NLB's TLS passthrough with the PROXY protocol: the preamble comes in
+    the clear, then the ClientHello; the app sees the preamble's client."""
+    from test_proxy import v1, v2
+
+    server = start(serve, interface, pki, "--proxy-protocol")
+    for preamble, client in ((v1("203.0.113.7", 40123), ["203.0.113.7", 40123]),
+                             (v2(), ["198.51.100.4", 5555])):
+        raw = server.connect()
+        raw.sendall(preamble)
+        with pki.context().wrap_socket(raw, server_hostname="localhost") as s:
+            head, _, body = get_over(s).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK"), head
+        got = json.loads(body)
+        assert got["client"] == client and got["scheme"] == "https", got
+    # A trusted peer that owes a preamble and sends a ClientHello is closed unanswered.
+    assert handshake_refused(server, pki.context())

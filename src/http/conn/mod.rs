@@ -214,6 +214,11 @@ impl ServerConn {
         self.read = Read::Preamble;
     }
 
+    /// Still waiting for the PROXY protocol preamble it was told to expect.
+    pub fn awaits_preamble(&self) -> bool {
+        matches!(self.read, Read::Preamble) && !self.closed
+    }
+
     /// Bytes read from the peer. Call [`ServerConn::next_event`] until it
     /// returns `None` afterwards. Ignored once the connection must close.
     pub fn recv(&mut self, data: &[u8]) {
