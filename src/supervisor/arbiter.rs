@@ -9,6 +9,7 @@
 //! starts at a time, and the next only once it is READY (or failed), so no
 //! two workers are ever being replaced at once.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -26,6 +27,7 @@ use super::{backoff, rss, Plan, Relaunch};
 use crate::backend::ready_flag::{self, ReadyFlag};
 use crate::backend::tally::{self, Tally};
 use crate::server::listener::Listener;
+use crate::tls::tickets::Seed;
 
 /// How long shutdown waits for every worker to say its drain began before
 /// the listener is shut regardless.
@@ -56,6 +58,10 @@ pub struct Arbiter<'a> {
     portable: bool,
     /// [`Plan::tls`].
     tls: bool,
+    /// With TLS, the session-ticket secret the workers derive their keys
+    /// from, kept at the period before the current one (the oldest a
+    /// worker started now needs), so older keys cannot be recomputed here.
+    tickets: RefCell<Option<Seed>>,
     listener: &'a Listener,
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
@@ -109,6 +115,7 @@ impl<'a> Arbiter<'a> {
             shares: plan.shares.clone(),
             portable: plan.portable,
             tls: plan.tls,
+            tickets: RefCell::new(plan.tls.then(ticket_seed).flatten()),
             listener,
             lifeline: worker::pipe()?,
             tally: share_tally(),
@@ -180,7 +187,22 @@ impl<'a> Arbiter<'a> {
         }
     }
 
+    /// The ticket secret for a worker starting now: moved on to the period
+    /// before the current one (and kept there).
+    fn tickets_now(&self) -> Option<Seed> {
+        let mut kept = self.tickets.borrow_mut();
+        let seed = kept.as_mut()?;
+        let now = crate::tls::tickets::period_at(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        );
+        *seed = seed.at(now.saturating_sub(1));
+        Some(seed.clone())
+    }
+
     fn spawn(&self, number: usize) -> io::Result<Worker> {
+        let tickets = self.tickets_now();
         let inherit = Inherit {
             listener: self.listener.fd.as_fd(),
             lifeline: self.lifeline.0.as_fd(),
@@ -188,6 +210,7 @@ impl<'a> Arbiter<'a> {
             ready: self.ready.as_ref().map(|(fd, _)| fd.as_fd()),
             portable: self.portable,
             metrics: self.metrics.as_ref().map(|m| m.fd.as_fd()),
+            tickets: tickets.as_ref(),
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);
@@ -789,6 +812,18 @@ fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
 
 /// The readiness flag every worker maps; none, with a warning, where it
 /// cannot be made: each worker then answers the ready path for itself.
+/// A fresh session-ticket secret; without one (no randomness: never seen)
+/// each worker keeps keys of its own, and says so.
+fn ticket_seed() -> Option<Seed> {
+    match Seed::generate() {
+        Ok(seed) => Some(seed),
+        Err(_) => {
+            tracing::warn!("no session-ticket secret for the workers: each keeps its own keys");
+            None
+        }
+    }
+}
+
 fn share_ready_flag() -> Option<(OwnedFd, ReadyFlag)> {
     match ready_flag::create().and_then(|fd| ReadyFlag::map(&fd).map(|f| (fd, f))) {
         Ok(shared) => Some(shared),

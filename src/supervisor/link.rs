@@ -46,6 +46,8 @@ pub const REQUESTS: &str = "M0SERVE_WORKER_MAX_REQUESTS";
 /// `portable`: the supervisor's `--backend auto` found io_uring refused and
 /// said so; the worker runs portable without probing (and logging) again.
 pub const BACKEND: &str = "M0SERVE_WORKER_BACKEND";
+/// A pipe holding the session-ticket secret ([`crate::tls::tickets::Seed`]).
+pub const TICKETS_FD: &str = "M0SERVE_WORKER_TICKETS_FD";
 
 /// Written on the status pipe when the worker is ready.
 pub const READY: u8 = b'R';
@@ -69,6 +71,8 @@ pub struct Link {
     tally: Option<OwnedFd>,
     ready: Option<OwnedFd>,
     metrics: Option<OwnedFd>,
+    /// The supervisor's session-ticket secret, with TLS.
+    tickets: Option<crate::tls::tickets::Seed>,
 }
 
 /// The link when this process was started as a worker; `None` when it was
@@ -129,7 +133,21 @@ pub fn from_env() -> Result<Option<Link>, String> {
             Some(_) => Some(fd(METRICS_FD)?),
             None => None,
         },
+        tickets: match std::env::var_os(TICKETS_FD) {
+            Some(_) => Some(read_seed(fd(TICKETS_FD)?)?),
+            None => None,
+        },
     }))
+}
+
+/// The ticket secret the supervisor wrote whole into the pipe `fd`.
+fn read_seed(fd: OwnedFd) -> Result<crate::tls::tickets::Seed, String> {
+    let mut bytes = Vec::new();
+    File::from(fd)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{TICKETS_FD}: {e}"))?;
+    crate::tls::tickets::Seed::from_bytes(&bytes)
+        .ok_or_else(|| format!("{TICKETS_FD}: {} bytes, not a ticket secret", bytes.len()))
 }
 
 fn take_var(name: &str) -> Option<String> {
@@ -166,6 +184,9 @@ impl Link {
                 tracing::warn!("confining worker {} to its CPUs: {e}", self.number);
             }
             options.cpu_share = Some(share);
+        }
+        if let (Some(seed), Some(tls)) = (&self.tickets, options.tls.as_mut()) {
+            tls.share_tickets(seed);
         }
         watch(self.lifeline);
         if self.portable {

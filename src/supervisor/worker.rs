@@ -30,6 +30,8 @@ pub struct Inherit<'a> {
     /// Run the portable backend without probing io_uring ([`super::Plan::portable`]).
     pub portable: bool,
     pub metrics: Option<BorrowedFd<'a>>,
+    /// The session-ticket secret, with TLS ([`crate::tls::tickets`]).
+    pub tickets: Option<&'a crate::tls::tickets::Seed>,
 }
 
 pub struct Worker {
@@ -71,6 +73,18 @@ impl Worker {
         let tally = inherit.tally.map(|fd| fd.as_raw_fd());
         let ready = inherit.ready.map(|fd| fd.as_raw_fd());
         let metrics = inherit.metrics.map(|fd| fd.as_raw_fd());
+        // The ticket secret goes through a pipe of its own, written whole
+        // (40 bytes: far below a pipe's buffer) and closed before the spawn,
+        // rather than in the environment, which the worker's /proc shows.
+        let tickets_read = match inherit.tickets {
+            Some(seed) => {
+                let (read, write) = pipe()?;
+                std::io::Write::write_all(&mut File::from(write), &seed.to_bytes())?;
+                Some(read)
+            }
+            None => None,
+        };
+        let tickets = tickets_read.as_ref().map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -86,6 +100,9 @@ impl Worker {
         }
         if let Some(metrics) = metrics {
             command.env(link::METRICS_FD, metrics.to_string());
+        }
+        if let Some(tickets) = tickets {
+            command.env(link::TICKETS_FD, tickets.to_string());
         }
         if let Some(share) = share {
             command
@@ -108,6 +125,7 @@ impl Worker {
                     .chain(tally)
                     .chain(ready)
                     .chain(metrics)
+                    .chain(tickets)
                 {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
@@ -127,6 +145,7 @@ impl Worker {
         };
         let child = command.spawn()?;
         drop(status_write);
+        drop(tickets_read);
         Ok(Worker {
             number,
             child,

@@ -79,6 +79,16 @@ pub struct Settings {
     pub server_cert_pem: Arc<str>,
 }
 
+impl Settings {
+    /// Seal session tickets with the keys every worker derives from `seed`
+    /// (the supervisor's), instead of keys of this process's own.
+    pub fn share_tickets(&mut self, seed: &super::tickets::Seed) {
+        let mut config = (*self.config).clone();
+        config.ticketer = Arc::new(super::tickets::Tickets::new(seed));
+        self.config = Arc::new(config);
+    }
+}
+
 impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Settings").finish_non_exhaustive()

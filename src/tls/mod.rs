@@ -12,6 +12,7 @@
 pub mod config;
 pub mod info;
 mod session;
+pub mod tickets;
 
 pub use config::{ClientAuth, Files, LoadError, MinVersion, Settings};
 pub use info::TlsInfo;

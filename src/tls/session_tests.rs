@@ -587,3 +587,44 @@ fn a_connection_without_the_preamble_it_owes_is_closed_unanswered() {
     assert!(s.done(), "a ClientHello was taken for a preamble");
     assert!(matches!(s.output(), Output::None), "answered");
 }
+
+/// Two workers' configurations: with the supervisor's ticket secret a
+/// client resumes at the other one; each with keys of its own, it cannot.
+#[test]
+fn a_client_resumes_at_another_worker_only_with_the_shared_ticket_secret() {
+    let pki = pki("shared-tickets");
+    let f = files(&pki);
+    let now = Instant::now();
+    let seed = crate::tls::tickets::Seed::generate().unwrap();
+    let worker = |shared_secret: bool| {
+        let mut settings = f.load().unwrap();
+        if shared_secret {
+            settings.share_tickets(&seed);
+        }
+        Arc::new(TlsShared {
+            settings,
+            handshake_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(30),
+        })
+    };
+    use rustls::HandshakeKind::{Full, Resumed};
+    for (shared_secret, second) in [(true, Resumed), (false, Full)] {
+        let workers = [worker(shared_secret), worker(shared_secret)];
+        let config = Arc::new(client_config(&pki, None));
+        let mut kinds = Vec::new();
+        for w in &workers {
+            let mut s = TlsSession::new(Lines::new(), w.clone(), now);
+            let mut c =
+                ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap())
+                    .unwrap();
+            c.writer().write_all(b"ping\n").unwrap();
+            assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+            kinds.push(c.handshake_kind());
+        }
+        assert_eq!(
+            kinds,
+            [Some(Full), Some(second)],
+            "shared secret: {shared_secret}"
+        );
+    }
+}

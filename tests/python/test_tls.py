@@ -394,3 +394,29 @@ def test_a_proxy_protocol_preamble_before_the_handshake(serve, interface, pki):
         assert got["client"] == client and got["scheme"] == "https", got
     # A trusted peer that owes a preamble and sends a ClientHello is closed unanswered.
     assert handshake_refused(server, pki.context())
+
+
+def test_a_client_resumes_its_session_at_either_worker(serve, pki):
+    """The workers seal tickets with keys from one supervisor secret: every
+    connection after the first resumes, whichever worker issued its ticket
+    (with keys of each worker's own, a ticket from the other one meant a full
+    handshake)."""
+    server = serve("tls_echo:wsgi", "--workers=2", *pki.flags())
+    server.wait_for(r"2 worker\(s\) ready", 20)
+    ctx = pki.context()
+    session, issuer = None, None
+    crossed, resumed = 0, []
+    for _ in range(80):
+        raw = server.connect()
+        with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+            head, _, body = get_over(s).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK"), head
+            pid = json.loads(body)["pid"]
+            if session is not None:
+                resumed.append(s.session_reused)
+                crossed += pid != issuer
+            session, issuer = s.session, pid
+        if crossed >= 3:
+            break
+    assert crossed >= 3, "the connections never moved between the workers: inconclusive"
+    assert all(resumed), f"{resumed.count(False)} of {len(resumed)} full handshakes after the first"

@@ -4,12 +4,13 @@ WebSocket echo. The same routes as WSGI (`wsgi`) and ASGI (`asgi`)."""
 
 import hashlib
 import json
+import os
 
 
 def _facts(path, scheme, client, tls, body):
     if path == "/upload":
         return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
-    return {"scheme": scheme, "client": client, "tls": tls}
+    return {"scheme": scheme, "client": client, "tls": tls, "pid": os.getpid()}
 
 
 def wsgi(environ, start_response):
