@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import run_m0serve, stop_cleanly
+from helpers import RawResponse, run_m0serve, stop_cleanly
 from test_workers import started
 
 SCRAPE_DEADLINE = 10.0
@@ -329,10 +329,16 @@ def test_connections_closed_by_the_client_the_server_and_a_reset(serve) -> None:
 
     port = free_port()
     server = serve("plain:hello", f"--metrics-address=127.0.0.1:{port}")
-    # The client ends a kept-alive connection with a FIN.
+    # The client ends a kept-alive connection with a FIN, having read the
+    # whole answer (a close with unread bytes would send an RST instead).
     with socket.create_connection(server.address, timeout=10) as kept:
         kept.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        answer = RawResponse(kept).read_head()
+        assert answer.status == 200
+        length = int(answer.header("Content-Length"))
+        while len(answer.buffer) < length:
+            answer._fill()
+        kept.shutdown(socket.SHUT_WR)
     wait_until(port, lambda s: s.value("m0serve_connections_closed_total", cause="client_closed") == 1,
                "a FIN counted as client_closed")
     # The exchange ends it (Connection: close).
