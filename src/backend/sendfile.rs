@@ -10,6 +10,21 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
+/// Read up to `buf.len()` bytes of the file `file` from `offset` (0 at its
+/// end): for writers that must see the bytes (the fallback below; TLS,
+/// which encrypts them).
+pub fn read_at(file: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    // SAFETY: `buf` is valid for `buf.len()` bytes; `file` is open and
+    // owned by the caller for the call.
+    let got = unsafe { libc::pread(file, buf.as_mut_ptr().cast(), buf.len(), off) };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(got as usize)
+}
+
 /// Write up to `len` bytes of the file `file` from `offset` to `sock`.
 /// Returns how many were written: 0 only at the end of the file.
 /// `WouldBlock` when the socket takes nothing now.
@@ -74,13 +89,7 @@ mod imp {
     pub fn send_file(sock: RawFd, file: RawFd, offset: u64, len: usize) -> io::Result<usize> {
         let mut buf = [0u8; 64 * 1024];
         let want = len.min(buf.len());
-        let off = libc::off_t::try_from(offset)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
-        // SAFETY: `buf` is valid for `want` bytes; `file` is owned by the caller.
-        let got = unsafe { libc::pread(file, buf.as_mut_ptr().cast(), want, off) };
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let got = super::read_at(file, &mut buf[..want], offset)?;
         if got == 0 {
             return Ok(0);
         }

@@ -192,12 +192,7 @@ impl<'a> Arbiter<'a> {
     fn tickets_now(&self) -> Option<Seed> {
         let mut kept = self.tickets.borrow_mut();
         let seed = kept.as_mut()?;
-        let now = crate::tls::tickets::period_at(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        );
-        *seed = seed.at(now.saturating_sub(1));
+        *seed = seed.at(crate::tls::tickets::now_period().saturating_sub(1));
         Some(seed.clone())
     }
 

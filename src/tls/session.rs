@@ -24,7 +24,6 @@
 //! preamble included) is closed; a failed one is closed after its alert.
 
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +31,7 @@ use rustls::ServerConnection;
 
 use super::info::TlsInfo;
 use super::Secured;
+use crate::backend::sendfile::read_at;
 use crate::backend::{Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol;
 
@@ -274,10 +274,8 @@ impl<S: Session + Secured> TlsSession<S> {
                 Output::File { fd, offset, len } => {
                     let want = len.min(CHUNK);
                     grow(&mut self.scratch, want);
-                    // SAFETY-free: a positioned read of a file the inner
-                    // session keeps open until `on_sent` moves past it.
-                    let file = std::mem::ManuallyDrop::new(unsafe_file(fd));
-                    match file.read_at(&mut self.scratch[..want], offset) {
+                    // The inner session keeps `fd` open until `on_sent` moves past it.
+                    match read_at(fd, &mut self.scratch[..want], offset) {
                         Ok(0) => return self.fail("a file body ended early"),
                         Ok(n) => self.tls.writer().write(&self.scratch[..n]).unwrap_or(0),
                         Err(e) => return self.fail(&format!("reading a file body: {e}")),
@@ -308,15 +306,6 @@ fn grow(buf: &mut Vec<u8>, len: usize) {
     if buf.len() < len {
         buf.resize(len, 0);
     }
-}
-
-/// A `File` for a descriptor someone else owns, never closed by this one.
-fn unsafe_file(fd: std::os::fd::RawFd) -> std::fs::File {
-    use std::os::fd::FromRawFd;
-    // SAFETY: `fd` is an open file the inner session owns for as long as it
-    // reports it as output; the caller wraps this in ManuallyDrop, so it is
-    // never closed here.
-    unsafe { std::fs::File::from_raw_fd(fd) }
 }
 
 impl<S: Session + Secured> Session for TlsSession<S> {

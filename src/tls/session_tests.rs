@@ -10,7 +10,7 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore};
 
 use super::*;
 use crate::backend::{Output, Session};
-use crate::tls::config::{ClientAuth, Files, MinVersion};
+use crate::tls::config::{ClientAuth, Files, MinVersion, Settings};
 
 /// An inner session that answers each line `ping` with `pong\n`, closes
 /// after `bye`, and reads only while `reading`.
@@ -134,13 +134,32 @@ fn files(pki: &Pki) -> Files {
     }
 }
 
-fn server(files: &Files, now: Instant) -> TlsSession<Lines> {
-    let shared = Arc::new(TlsShared {
-        settings: files.load().unwrap(),
+/// What a server's connections share, with the tests' timeouts.
+fn shared(settings: Settings) -> Arc<TlsShared> {
+    Arc::new(TlsShared {
+        settings,
         handshake_timeout: Duration::from_secs(10),
         send_timeout: Duration::from_secs(30),
-    });
-    TlsSession::new(Lines::new(), shared, now)
+    })
+}
+
+fn server(files: &Files, now: Instant) -> TlsSession<Lines> {
+    TlsSession::new(Lines::new(), shared(files.load().unwrap()), now)
+}
+
+/// One `ping` exchange of a client of `config` with a server of `shared`:
+/// how its handshake went.
+fn handshake_kind(
+    shared: &Arc<TlsShared>,
+    config: &Arc<ClientConfig>,
+    now: Instant,
+) -> Option<rustls::HandshakeKind> {
+    let mut s = TlsSession::new(Lines::new(), shared.clone(), now);
+    let mut c =
+        ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
+    c.writer().write_all(b"ping\n").unwrap();
+    assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+    c.handshake_kind()
 }
 
 fn roots(pki: &Pki) -> RootCertStore {
@@ -503,22 +522,9 @@ fn a_returning_client_resumes_its_session() {
     let pki = pki("resume");
     let f = files(&pki);
     let now = Instant::now();
-    let shared = Arc::new(TlsShared {
-        settings: f.load().unwrap(),
-        handshake_timeout: Duration::from_secs(10),
-        send_timeout: Duration::from_secs(30),
-    });
+    let server = shared(f.load().unwrap());
     let config = Arc::new(client_config(&pki, None));
-    let mut kinds = Vec::new();
-    for _ in 0..2 {
-        let mut s = TlsSession::new(Lines::new(), shared.clone(), now);
-        let mut c =
-            ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap())
-                .unwrap();
-        c.writer().write_all(b"ping\n").unwrap();
-        assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
-        kinds.push(c.handshake_kind());
-    }
+    let kinds = [(); 2].map(|_| handshake_kind(&server, &config, now));
     use rustls::HandshakeKind::{Full, Resumed};
     assert_eq!(
         kinds,
@@ -601,26 +607,13 @@ fn a_client_resumes_at_another_worker_only_with_the_shared_ticket_secret() {
         if shared_secret {
             settings.share_tickets(&seed);
         }
-        Arc::new(TlsShared {
-            settings,
-            handshake_timeout: Duration::from_secs(10),
-            send_timeout: Duration::from_secs(30),
-        })
+        shared(settings)
     };
     use rustls::HandshakeKind::{Full, Resumed};
     for (shared_secret, second) in [(true, Resumed), (false, Full)] {
         let workers = [worker(shared_secret), worker(shared_secret)];
         let config = Arc::new(client_config(&pki, None));
-        let mut kinds = Vec::new();
-        for w in &workers {
-            let mut s = TlsSession::new(Lines::new(), w.clone(), now);
-            let mut c =
-                ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap())
-                    .unwrap();
-            c.writer().write_all(b"ping\n").unwrap();
-            assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
-            kinds.push(c.handshake_kind());
-        }
+        let kinds = workers.map(|w| handshake_kind(&w, &config, now));
         assert_eq!(
             kinds,
             [Some(Full), Some(second)],

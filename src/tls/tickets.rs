@@ -43,11 +43,12 @@ impl std::fmt::Debug for Seed {
 }
 
 /// The period a moment (seconds since the epoch) falls in.
-pub fn period_at(secs: u64) -> u64 {
+fn period_at(secs: u64) -> u64 {
     secs / PERIOD
 }
 
-fn now_period() -> u64 {
+/// The period now.
+pub fn now_period() -> u64 {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
