@@ -17,8 +17,13 @@ at 16 connections for a few seconds, three arms:
 "Within 2x" allows 1 ms on top (a sub-millisecond p99 doubles on scheduler
 noise alone on a shared 2-CPU box). "Stall": fewer than 1% of the base
 arm's requests answered (wrk's own timeout is 2 s; measured: none answered).
-The buffered arm gets a second run in case a stall of the whole VM hits its
-first; the off arm must show the stall in one run.
+The buffered arm is judged against a base run made just before it, as a
+pair; a pair that misses is measured again, base and all, up to three
+times, so a burst of noise on the shared VM that hits one run (or moves the
+machine between the base run and the buffered one) is not taken for the
+defect (a CI run measured base 1.01 ms, then buffered 4.40 and 3.81 ms
+against one base; other runs of the same code, 0.65-2.04 ms). The off arm
+must show the stall in one run.
 
 Measured (dev build, 2 CPUs shared with other builds, 4 s runs): base p99
 33-36 ms, buffered 13-35 ms (63-78k answered), off 0 answered, on both
@@ -164,21 +169,22 @@ def main():
         print("slow-client: wrk is not installed (apt-get install wrk)")
         return 1
     ok = []
-    base_count, base_p99 = measure(args, "base")
-    print(line("base", "reference", base_count, base_p99, "-"), flush=True)
-    if not base_count or base_p99 is None:
-        print("slow-client: the base arm answered nothing")
-        return 1
-    if args.peer_cmd:
-        count, p99 = measure(args, "trickle")
-        ratio = "%.1fx base" % (p99 / base_p99) if p99 is not None else "stalled"
-        print(line("trickle", "figures only", count, p99, ratio), flush=True)
-        return 0
-    bound = 2 * base_p99 + 1.0
-    for attempt in range(2):
+    attempts = 1 if args.peer_cmd else 3
+    for attempt in range(attempts):
+        base_count, base_p99 = measure(args, "base")
+        print(line("base", "reference", base_count, base_p99, "-"), flush=True)
+        if not base_count or base_p99 is None:
+            print("slow-client: the base arm answered nothing")
+            return 1
+        if args.peer_cmd:
+            count, p99 = measure(args, "trickle")
+            ratio = "%.1fx base" % (p99 / base_p99) if p99 is not None else "stalled"
+            print(line("trickle", "figures only", count, p99, ratio), flush=True)
+            return 0
+        bound = 2 * base_p99 + 1.0
         count, p99 = measure(args, "buffered")
         held = p99 is not None and p99 <= bound and count >= base_count / 4
-        verdict = "PASS" if held else ("FAIL" if attempt else "again")
+        verdict = "PASS" if held else ("FAIL" if attempt == attempts - 1 else "again (base and all)")
         print(line("buffered", "p99 <= %.2f ms" % bound, count, p99, verdict), flush=True)
         if held:
             break
