@@ -20,12 +20,23 @@
 //! the kernel queues behind the other rings' and so rotates connections among
 //! the workers ([`CoreContext::rotate_accepts`]).
 //!
-//! Writes copy the session's bytes into the connection's write buffer (the
-//! ring owns a buffer while the kernel uses it; a session's own buffer cannot
-//! be lent for that long). [`Output::File`] is read with a positioned read
-//! into that same buffer, then sent: splice would need a pipe per connection
-//! and two linked operations per chunk, for files that are small and mostly
-//! in the page cache.
+//! Reads land in the ring's pool of receive buffers ([`Ring::recv`]), which
+//! the kernel takes from only when bytes arrive: a connection waiting for
+//! its next request holds no read buffer, and the one a completion lends is
+//! given back as soon as the session has taken its bytes. A recv is armed
+//! only while the session wants input, one at a time (no multishot): a
+//! multishot recv keeps pulling bytes out of the socket while an app holds
+//! the request, which would make this side hold a pipelining client's bytes
+//! (up to the kernel's 32 retries' worth of buffers per wake-up) where today
+//! the socket's receive window holds them, bounded by the kernel.
+//!
+//! Writes copy the session's bytes into a write buffer (the ring owns a
+//! buffer while the kernel uses it; a session's own buffer cannot be lent for
+//! that long), taken from the core's spares for each response and returned
+//! once the output is drained, so an idle connection holds none.
+//! [`Output::File`] is read with a positioned read into that same buffer,
+//! then sent: splice would need a pipe per connection and two linked
+//! operations per chunk, for files that are small and mostly in the page cache.
 //!
 //! A connection with no recv armed (its session does not want input: an app
 //! holds its request) would not see its client leave until it wrote. While
@@ -49,7 +60,9 @@ use std::net::Shutdown;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
-use m0serve_uring::{recv_now, AcceptState, Completion, Config, Hangup, Op, Ring, Token, Waker};
+use m0serve_uring::{
+    recv_now, AcceptState, Completion, Config, Hangup, Op, Received, Ring, Token, Waker,
+};
 use socket2::SockRef;
 
 use super::accept::{self, Door, Step, RETRY_BLOCKED};
@@ -59,7 +72,7 @@ use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
 use super::{Accepted, CoreContext, Output, Service, Session, Wake};
 
-/// A connection's read buffer: stays with the ring while a recv is in flight.
+/// The most one recv (or the admission's eager read) takes.
 const READ_BUF: usize = 16 * 1024;
 /// The most one send (or one file read) moves.
 const WRITE_BUF: usize = 16 * 1024;
@@ -73,7 +86,10 @@ const SPARE_BUFS: usize = 64;
 
 /// Serve on this core until shutdown completes (or its deadline passes).
 pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
-    let ring = Ring::new(Config::default())?;
+    let ring = Ring::new(Config {
+        recv_buf_size: READ_BUF,
+        ..Config::default()
+    })?;
     ctx.board
         .set_waker(ctx.index, Box::new(RingWake(ring.waker())));
     let mut core = Core {
@@ -90,6 +106,7 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
         completions: Vec::new(),
         deferred: Vec::new(),
         spare: Vec::new(),
+        scratch: vec![0; READ_BUF],
         ctx,
     };
     let served = core.serve();
@@ -110,9 +127,10 @@ impl Wake for RingWake {
 struct Conn<T> {
     fd: OwnedFd,
     session: T,
-    /// The read buffer; `None` while a recv holds it.
-    rbuf: Option<Vec<u8>>,
-    /// The write buffer; `None` while a send or file read holds it.
+    /// A recv is in flight.
+    reading: bool,
+    /// The write buffer; `None` while a send or file read holds it, empty
+    /// (no allocation) between writes.
     wbuf: Option<Vec<u8>>,
     /// The peer closed its side: never read again (a recv would return 0 at once).
     eof: bool,
@@ -136,7 +154,7 @@ enum Watch {
 
 impl<T> Conn<T> {
     fn in_flight(&self) -> bool {
-        self.rbuf.is_none() || self.wbuf.is_none() || self.watch == Watch::Armed
+        self.reading || self.wbuf.is_none() || self.watch == Watch::Armed
     }
 }
 
@@ -161,7 +179,10 @@ struct Core<S: Service> {
     completions: Vec<Completion>,
     /// Completions reaped mid-batch by [`Core::refill`], handled first next pass.
     deferred: Vec<Completion>,
+    /// Write buffers not in use, for the next responses.
     spare: Vec<Vec<u8>>,
+    /// The admission's eager read lands here.
+    scratch: Vec<u8>,
 }
 
 impl<S: Service> Core<S> {
@@ -236,9 +257,7 @@ impl<S: Service> Core<S> {
                     self.accept_paused_until = Some(now + RETRY_BLOCKED);
                 }
             },
-            Completion::Received { token, buf, result } => {
-                self.on_received(key(token), buf, result, now)
-            }
+            Completion::Received { token, result } => self.on_received(key(token), result, now),
             Completion::Sent { token, buf, result } => self.on_sent(key(token), buf, result, now),
             Completion::ReadAt { token, buf, result } => self.on_file_read(key(token), buf, result),
             Completion::Hangup { token, result } => self.on_hangup(key(token), result),
@@ -247,22 +266,32 @@ impl<S: Service> Core<S> {
         }
     }
 
-    fn on_received(&mut self, key: Key, buf: Vec<u8>, result: io::Result<usize>, now: Instant) {
+    fn on_received(&mut self, key: Key, result: io::Result<Received>, now: Instant) {
         let Some(conn) = self.conns.get_mut(key) else {
+            if let Ok(received) = result {
+                self.ring.give_back(received);
+            }
             return;
         };
-        let buf = conn.rbuf.insert(buf);
-        if !conn.closing {
-            match result {
-                Ok(0) => {
+        conn.reading = false;
+        match result {
+            Ok(received) if conn.closing => self.ring.give_back(received),
+            Ok(received) => {
+                if received.is_empty() {
                     conn.eof = true;
                     conn.session.on_eof(now);
+                } else {
+                    conn.session.on_read(self.ring.bytes(&received), now);
                 }
-                Ok(n) => conn.session.on_read(&buf[..n], now),
-                Err(e) => {
-                    tracing::debug!(core = self.ctx.index, "recv failed: {e}");
-                    self.close(key);
-                }
+                self.ring.give_back(received);
+            }
+            // Every receive buffer was out when the bytes came (the pool has
+            // grown since): they wait in the socket for the recv armed again.
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+            Err(_) if conn.closing => {}
+            Err(e) => {
+                tracing::debug!(core = self.ctx.index, "recv failed: {e}");
+                self.close(key);
             }
         }
         self.drive(key);
@@ -297,7 +326,7 @@ impl<S: Service> Core<S> {
                 buf.truncate(n);
                 if let Err(e) = self.ring.send(token(key), conn.fd.as_fd(), buf) {
                     tracing::debug!(core = self.ctx.index, "send failed: {e}");
-                    conn.wbuf = Some(Vec::with_capacity(WRITE_BUF));
+                    conn.wbuf = Some(Vec::new());
                     self.close(key);
                 }
             }
@@ -510,8 +539,6 @@ impl<S: Service> Core<S> {
         let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
             return;
         };
-        let rbuf = self.spare_buf(READ_BUF);
-        let wbuf = self.spare_buf(0);
         let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
         let key = self.conns.insert_with(|key| {
             let mut session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
@@ -521,8 +548,8 @@ impl<S: Service> Core<S> {
             Conn {
                 fd,
                 session,
-                rbuf: Some(rbuf),
-                wbuf: Some(wbuf),
+                reading: false,
+                wbuf: Some(Vec::new()),
                 eof: false,
                 watch: Watch::Idle,
                 closing: false,
@@ -534,7 +561,7 @@ impl<S: Service> Core<S> {
         let conn = self.conns.get_mut(key).expect("just inserted");
         let mut read = false;
         if conn.session.wants_read() {
-            let buf = conn.rbuf.as_mut().expect("no recv in flight yet");
+            let buf = &mut self.scratch;
             match recv_now(conn.fd.as_fd(), buf) {
                 Ok(0) => {
                     conn.eof = true;
@@ -562,7 +589,7 @@ impl<S: Service> Core<S> {
             return;
         };
         if !conn.closing {
-            if let Err(e) = start_write(&mut self.ring, key, conn) {
+            if let Err(e) = start_write(&mut self.ring, &mut self.spare, key, conn) {
                 tracing::debug!(core = self.ctx.index, "write failed: {e}");
                 self.close(key);
                 return self.drive(key);
@@ -573,18 +600,16 @@ impl<S: Service> Core<S> {
                 self.close(key);
                 return self.drive(key);
             }
-            if conn.session.wants_read() && !conn.eof {
-                if let Some(buf) = conn.rbuf.take() {
-                    if let Err(e) = self.ring.recv(token(key), conn.fd.as_fd(), buf) {
-                        tracing::debug!(core = self.ctx.index, "recv failed: {e}");
-                        conn.rbuf = Some(vec![0; READ_BUF]);
-                        self.close(key);
-                        return self.drive(key);
-                    }
+            if conn.session.wants_read() && !conn.eof && !conn.reading {
+                if let Err(e) = self.ring.recv(token(key), conn.fd.as_fd()) {
+                    tracing::debug!(core = self.ctx.index, "recv failed: {e}");
+                    self.close(key);
+                    return self.drive(key);
                 }
+                conn.reading = true;
             }
             // Not reading: watch for the peer leaving instead.
-            if conn.rbuf.is_some() && !conn.eof && conn.watch == Watch::Idle {
+            if !conn.reading && !conn.eof && conn.watch == Watch::Idle {
                 if let Err(e) = self.ring.watch_hangup(token(key), conn.fd.as_fd()) {
                     tracing::debug!(core = self.ctx.index, "hang-up poll failed: {e}");
                     self.close(key);
@@ -599,8 +624,7 @@ impl<S: Service> Core<S> {
             );
         } else if !conn.in_flight() {
             let conn = self.conns.remove(key).expect("looked up above");
-            self.recycle(conn.rbuf);
-            self.recycle(conn.wbuf);
+            recycle(&mut self.spare, conn.wbuf);
             drop(conn.fd);
             self.ctx.closed();
         }
@@ -617,7 +641,7 @@ impl<S: Service> Core<S> {
         }
         conn.closing = true;
         let _ = SockRef::from(&conn.fd).shutdown(Shutdown::Both);
-        if conn.rbuf.is_none() {
+        if conn.reading {
             let _ = self.ring.cancel(Op::Recv, token(key));
         }
         if conn.wbuf.is_none() {
@@ -704,18 +728,13 @@ impl<S: Service> Core<S> {
         }
         self.pending.clear();
     }
+}
 
-    fn spare_buf(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = self.spare.pop().unwrap_or_default();
-        buf.resize(len, 0);
-        buf
-    }
-
-    fn recycle(&mut self, buf: Option<Vec<u8>>) {
-        if let Some(buf) = buf {
-            if self.spare.len() < SPARE_BUFS && buf.capacity() >= READ_BUF {
-                self.spare.push(buf);
-            }
+/// Keep a write buffer no longer in use for the next response (up to [`SPARE_BUFS`]).
+fn recycle(spare: &mut Vec<Vec<u8>>, buf: Option<Vec<u8>>) {
+    if let Some(buf) = buf {
+        if spare.len() < SPARE_BUFS && buf.capacity() >= WRITE_BUF {
+            spare.push(buf);
         }
     }
 }
@@ -730,29 +749,49 @@ fn key(token: Token) -> Key {
     Key::new(token.slot(), token.generation())
 }
 
-/// Start the next write of `conn`'s output if none is in flight.
-fn start_write<T: Session>(ring: &mut Ring, key: Key, conn: &mut Conn<T>) -> io::Result<()> {
-    let Some(mut buf) = conn.wbuf.take() else {
+/// Start the next write of `conn`'s output if none is in flight, in a
+/// buffer from `spare`; with nothing to write, the buffer goes back there.
+fn start_write<T: Session>(
+    ring: &mut Ring,
+    spare: &mut Vec<Vec<u8>>,
+    key: Key,
+    conn: &mut Conn<T>,
+) -> io::Result<()> {
+    let Some(held) = conn.wbuf.take() else {
         return Ok(()); // one write at a time
     };
+    let output = conn.session.output();
+    let nothing = match output {
+        Output::Bytes(bytes) => bytes.is_empty(),
+        Output::File { len, .. } => len == 0,
+        Output::None => true,
+    };
+    if nothing {
+        // Drained: an idle connection keeps no write buffer.
+        recycle(spare, Some(held));
+        conn.wbuf = Some(Vec::new());
+        return Ok(());
+    }
+    let mut buf = if held.capacity() > 0 {
+        held
+    } else {
+        spare.pop().unwrap_or_else(|| Vec::with_capacity(WRITE_BUF))
+    };
     buf.clear();
-    let started = match conn.session.output() {
-        Output::Bytes(bytes) if !bytes.is_empty() => {
+    let started = match output {
+        Output::Bytes(bytes) => {
             buf.extend_from_slice(&bytes[..bytes.len().min(WRITE_BUF)]);
             ring.send(token(key), conn.fd.as_fd(), buf)
         }
-        Output::File { fd, offset, len } if len > 0 => {
+        Output::File { fd, offset, len } => {
             buf.resize(len.min(WRITE_BUF), 0);
             ring.read_at(token(key), fd, offset, buf)
         }
-        _ => {
-            conn.wbuf = Some(buf);
-            return Ok(());
-        }
+        Output::None => unreachable!("handled above"),
     };
     if started.is_err() {
         // The buffer went with the refused operation.
-        conn.wbuf = Some(Vec::with_capacity(WRITE_BUF));
+        conn.wbuf = Some(Vec::new());
     }
     started
 }

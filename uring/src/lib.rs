@@ -6,8 +6,10 @@
 //!   re-arms it when it ends, and [`Ring::cancel_accept`] for the connection limit;
 //!   or a single-shot one ([`Ring::arm_accept_once`]) where rings of several
 //!   processes share a listener;
-//! - [`Ring::recv`], [`Ring::send`] and [`Ring::read_at`] on caller-owned
-//!   buffers that travel with the operation and come back in its completion;
+//! - [`Ring::recv`] into the ring's own pool of receive buffers, taken only
+//!   when bytes arrive ([`Received`], given back with [`Ring::give_back`]);
+//! - [`Ring::send`] and [`Ring::read_at`] on caller-owned buffers that travel
+//!   with the operation and come back in its completion;
 //! - [`Ring::watch_hangup`]: a poll that completes when the peer hangs up,
 //!   for a connection that has no recv armed to notice it;
 //! - one timer for the caller's next deadline ([`Ring::set_timer`]);
@@ -19,6 +21,7 @@
 //! keeps buffers alive while the kernel uses them). tokio-uring is not used:
 //! it has no multishot operations and no control over a pass.
 
+mod bufs;
 mod ring;
 mod sys;
 mod token;
@@ -26,6 +29,7 @@ mod token;
 #[cfg(test)]
 mod tests;
 
+pub use bufs::Received;
 pub use ring::{AcceptState, Completion, Config, Hangup, Op, Ring, Waker};
 pub use sys::recv_now;
 pub use token::Token;

@@ -6,8 +6,11 @@
 //! entry is queued, and leaves it only with the operation's final completion.
 //! Buffers travel by value: the caller gives a `Vec<u8>` and gets it back in
 //! the [`Completion`], so no caller can touch or free memory the kernel is
-//! writing into. If the ring is dropped with operations still in flight it
-//! cancels them and waits; what never completes is leaked rather than freed.
+//! writing into. Receive buffers are the exception: they belong to the ring's
+//! pool ([`crate::bufs`]), which the kernel selects from, and the caller only
+//! reads one lent by a completion until it gives it back. If the ring is
+//! dropped with operations still in flight it cancels them and waits; what
+//! never completes is leaked rather than freed (the pool with it).
 //!
 //! File descriptors are named by number. The kernel takes its own reference to
 //! the file when an operation starts, so closing an fd with operations in
@@ -23,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
+use crate::bufs::{self, Pool, Received};
 use crate::sys;
 use crate::token::{decode, encode, Kind, Token};
 
@@ -34,6 +38,13 @@ pub struct Config {
     /// Completion queue entries: a multishot accept posts one completion per
     /// connection for a single submission, so the CQ is far larger than the SQ.
     pub cq_entries: u32,
+    /// The size of each receive buffer ([`crate::bufs`]).
+    pub recv_buf_size: usize,
+    /// The most receive buffers the ring may make (a power of two): as many
+    /// recvs can complete before the caller gives their buffers back.
+    pub recv_bufs_max: u16,
+    /// The receive buffers made at the start; the pool doubles when it runs dry.
+    pub recv_bufs_initial: u16,
 }
 
 impl Default for Config {
@@ -41,6 +52,9 @@ impl Default for Config {
         Config {
             sq_entries: 256,
             cq_entries: 8192,
+            recv_buf_size: 16 * 1024,
+            recv_bufs_max: 1024,
+            recv_bufs_initial: 16,
         }
     }
 }
@@ -86,11 +100,12 @@ pub enum Completion {
         result: io::Result<OwnedFd>,
         more: bool,
     },
-    /// A recv finished: `buf[..n]` holds the bytes; `Ok(0)` is end of stream.
+    /// A recv finished: [`Ring::bytes`] reads what arrived (none: end of
+    /// stream), and [`Ring::give_back`] returns its buffer. `ENOBUFS`: every
+    /// receive buffer was out (the pool has grown since); arm it again.
     Received {
         token: Token,
-        buf: Vec<u8>,
-        result: io::Result<usize>,
+        result: io::Result<Received>,
     },
     /// A send finished: `n` bytes of `buf` went out.
     Sent {
@@ -136,8 +151,9 @@ enum Held {
     Timespec(Box<types::Timespec>),
     /// The 8 bytes an eventfd read lands in.
     Counter(Box<u64>),
-    /// No memory (the multishot accept, a poll): held so teardown waits
-    /// for them (accepted fds are not left installed unseen).
+    /// No memory of its own (the multishot accept, a poll, a recv, whose
+    /// buffer the pool holds): held so teardown waits for them (accepted fds
+    /// are not left installed unseen, the pool is not freed under a recv).
     Nothing,
 }
 
@@ -169,6 +185,8 @@ pub struct Ring {
     closing: bool,
     /// Scratch for draining the CQ before handling entries.
     cqes: Vec<(u64, i32, u32)>,
+    /// The buffers recvs receive into (after `ring`: dropped after its fd closes).
+    pool: Pool,
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
@@ -176,6 +194,12 @@ impl Ring {
     /// Build a ring and arm its wake read.
     pub fn new(config: Config) -> io::Result<Ring> {
         let ring = build(&config)?;
+        let pool = Pool::register(
+            &ring,
+            config.recv_bufs_max,
+            config.recv_bufs_initial,
+            config.recv_buf_size,
+        )?;
         let mut ring = Ring {
             ring,
             in_flight: HashMap::new(),
@@ -186,6 +210,7 @@ impl Ring {
             wake: Arc::new(sys::eventfd()?),
             closing: false,
             cqes: Vec::new(),
+            pool,
             _not_send: std::marker::PhantomData,
         };
         ring.arm_wake()?;
@@ -266,11 +291,32 @@ impl Ring {
         self.accept
     }
 
-    /// Receive into `buf[..buf.len()]`; the buffer comes back in [`Completion::Received`].
-    pub fn recv(&mut self, token: Token, fd: BorrowedFd<'_>, mut buf: Vec<u8>) -> io::Result<()> {
-        let entry =
-            opcode::Recv::new(types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), op_len(&buf)).build();
-        self.start(encode(Kind::Recv, token), entry, Held::Buf(buf))
+    /// Receive into one of the ring's buffers, taken only when bytes arrive
+    /// ([`crate::bufs`]); ends with [`Completion::Received`].
+    pub fn recv(&mut self, token: Token, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let len = op_len_of(self.pool.size());
+        let entry = opcode::Recv::new(types::Fd(fd.as_raw_fd()), std::ptr::null_mut(), len)
+            .buf_group(bufs::GROUP)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT);
+        self.start(encode(Kind::Recv, token), entry, Held::Nothing)
+    }
+
+    /// The bytes a [`Completion::Received`] brought.
+    pub fn bytes(&self, received: &Received) -> &[u8] {
+        self.pool.bytes(received)
+    }
+
+    /// Return a received buffer to the pool once its bytes are consumed.
+    pub fn give_back(&mut self, received: Received) {
+        if let Some(bid) = received.bid {
+            self.pool.give_back(bid);
+        }
+    }
+
+    /// Receive buffers made so far (the pool grows when recvs find it empty).
+    pub fn recv_buffers(&self) -> usize {
+        self.pool.len()
     }
 
     /// Send `buf[..buf.len()]` (MSG_NOSIGNAL: a closed peer is an EPIPE, not a
@@ -416,12 +462,28 @@ impl Ring {
                 });
                 Some(Completion::Accepted { result, more })
             }
-            Kind::Recv | Kind::Send | Kind::ReadAt => {
+            Kind::Recv => {
+                self.in_flight.remove(&user_data)?;
+                let bid = cqueue::buffer_select(flags);
+                let result = match result {
+                    Ok(len) => Ok(Received { bid, len }),
+                    Err(e) => {
+                        if let Some(bid) = bid {
+                            self.pool.give_back(bid);
+                        }
+                        if e.raw_os_error() == Some(libc::ENOBUFS) {
+                            self.pool.grow();
+                        }
+                        Err(e)
+                    }
+                };
+                Some(Completion::Received { token, result })
+            }
+            Kind::Send | Kind::ReadAt => {
                 let Some(Held::Buf(buf)) = self.in_flight.remove(&user_data) else {
                     return None;
                 };
                 Some(match kind {
-                    Kind::Recv => Completion::Received { token, buf, result },
                     Kind::Send => Completion::Sent { token, buf, result },
                     _ => Completion::ReadAt { token, buf, result },
                 })
@@ -556,7 +618,11 @@ fn settle(r: io::Result<usize>) -> io::Result<()> {
 }
 
 fn op_len(buf: &[u8]) -> u32 {
-    buf.len().min(u32::MAX as usize) as u32
+    op_len_of(buf.len())
+}
+
+fn op_len_of(len: usize) -> u32 {
+    len.min(u32::MAX as usize) as u32
 }
 
 impl Ring {
@@ -593,7 +659,9 @@ impl Drop for Ring {
     /// a multishot accept may still install fds: cancel and wait. What never
     /// completes is leaked rather than freed under the kernel.
     fn drop(&mut self) {
-        if !self.quiesce() {
+        if self.quiesce() {
+            self.pool.unregister(&self.ring);
+        } else {
             std::mem::forget(std::mem::take(&mut self.in_flight));
         }
     }

@@ -100,8 +100,23 @@ fn multishot_accept_takes_several_connections_from_one_submission() {
     drop(clients);
 }
 
+/// The next [`Completion::Received`], its bytes copied out and its buffer given back.
+fn received(ring: &mut Ring) -> (Token, std::io::Result<Vec<u8>>) {
+    let Some(Completion::Received { token, result }) =
+        collect(ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
+    else {
+        unreachable!()
+    };
+    let result = result.map(|r| {
+        let bytes = ring.bytes(&r).to_vec();
+        ring.give_back(r);
+        bytes
+    });
+    (token, result)
+}
+
 #[test]
-fn recv_and_send_move_bytes_and_return_the_buffers() {
+fn recv_and_send_move_bytes() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
     ring.arm_accept(l.as_fd()).unwrap();
@@ -109,19 +124,11 @@ fn recv_and_send_move_bytes_and_return_the_buffers() {
     let fd = accepted(&mut ring);
     let token = Token::new(7, 3);
 
-    ring.recv(token, fd.as_fd(), vec![0; 64]).unwrap();
+    ring.recv(token, fd.as_fd()).unwrap();
     client.write_all(b"hello").unwrap();
-    let Some(Completion::Received {
-        token: t,
-        buf,
-        result,
-    }) = collect(&mut ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
-    else {
-        unreachable!()
-    };
+    let (t, got) = received(&mut ring);
     assert_eq!(t, token);
-    assert_eq!(buf.len(), 64, "the caller's buffer comes back whole");
-    assert_eq!(&buf[..result.unwrap()], b"hello");
+    assert_eq!(got.unwrap(), b"hello");
 
     ring.send(token, fd.as_fd(), b"world".to_vec()).unwrap();
     let Some(Completion::Sent { buf, result, .. }) =
@@ -135,14 +142,100 @@ fn recv_and_send_move_bytes_and_return_the_buffers() {
     assert_eq!(&back, b"world");
 
     // The peer closing is a zero-length receive.
-    ring.recv(token, fd.as_fd(), buf).unwrap();
+    ring.recv(token, fd.as_fd()).unwrap();
     drop(client);
-    let Some(Completion::Received { result, .. }) =
-        collect(&mut ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
-    else {
-        unreachable!()
+    assert_eq!(received(&mut ring).1.unwrap(), b"");
+}
+
+/// The point of the pool: recvs waiting on silent connections hold no
+/// buffer, so many of them fit in a pool of a few, and each buffer serves
+/// connection after connection once given back.
+#[test]
+fn waiting_recvs_hold_no_buffer_and_given_back_buffers_serve_again() {
+    let config = Config {
+        recv_bufs_max: 2,
+        recv_bufs_initial: 2,
+        ..Config::default()
     };
-    assert_eq!(result.unwrap(), 0);
+    let mut ring = Ring::new(config).unwrap();
+    let pairs: Vec<_> = (0..8)
+        .map(|_| std::os::unix::net::UnixStream::pair().unwrap())
+        .collect();
+    for (i, (a, _)) in pairs.iter().enumerate() {
+        ring.recv(Token::new(i as u32, 1), a.as_fd()).unwrap();
+    }
+    ring.submit().unwrap();
+    for (i, (_, b)) in pairs.iter().enumerate() {
+        (&*b).write_all(format!("msg {i}").as_bytes()).unwrap();
+        let (t, got) = received(&mut ring);
+        assert_eq!(t.slot(), i as u32);
+        assert_eq!(got.unwrap(), format!("msg {i}").as_bytes());
+    }
+    assert_eq!(
+        ring.recv_buffers(),
+        2,
+        "eight receives served by two buffers"
+    );
+}
+
+/// Recvs that find every buffer out end with ENOBUFS, which grows the pool
+/// (up to its size), and their bytes wait in the socket for the next recv.
+#[test]
+fn a_dry_pool_ends_recvs_with_enobufs_and_grows() {
+    let config = Config {
+        recv_bufs_max: 4,
+        recv_bufs_initial: 1,
+        ..Config::default()
+    };
+    let mut ring = Ring::new(config).unwrap();
+    let pairs: Vec<_> = (0..3)
+        .map(|_| std::os::unix::net::UnixStream::pair().unwrap())
+        .collect();
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        (&*b).write_all(b"x").unwrap();
+        ring.recv(Token::new(i as u32, 1), a.as_fd()).unwrap();
+    }
+    // Hold every buffer lent: the first recv takes the only one.
+    let mut lent = Vec::new();
+    let mut dry = 0;
+    let give_up = Instant::now() + Duration::from_secs(2);
+    while lent.len() + dry < 3 && Instant::now() < give_up {
+        ring.submit_and_wait().unwrap();
+        let mut out = Vec::new();
+        ring.complete(&mut out);
+        for c in out {
+            match c {
+                Completion::Received { result: Ok(r), .. } => lent.push(r),
+                Completion::Received { result: Err(e), .. } => {
+                    assert_eq!(e.raw_os_error(), Some(libc::ENOBUFS));
+                    dry += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!((lent.len(), dry), (1, 2), "one buffer, three receives");
+    assert_eq!(
+        ring.recv_buffers(),
+        4,
+        "doubled twice, capped at the pool's size"
+    );
+    // Armed again, the two that found none get their bytes now.
+    for i in 1..3 {
+        ring.recv(Token::new(i, 2), pairs[i as usize].0.as_fd())
+            .unwrap();
+    }
+    for c in collect(&mut ring, 2, |c| matches!(c, Completion::Received { .. })) {
+        let Completion::Received { result, .. } = c else {
+            unreachable!()
+        };
+        let r = result.unwrap();
+        assert_eq!(ring.bytes(&r), b"x");
+        ring.give_back(r);
+    }
+    for r in lent {
+        ring.give_back(r);
+    }
 }
 
 #[test]
@@ -150,10 +243,10 @@ fn one_op_of_a_kind_per_token() {
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut ring = Ring::new(Config::default()).unwrap();
     let t = Token::new(1, 1);
-    ring.recv(t, a.as_fd(), vec![0; 8]).unwrap();
-    let e = ring.recv(t, a.as_fd(), vec![0; 8]).unwrap_err();
+    ring.recv(t, a.as_fd()).unwrap();
+    let e = ring.recv(t, a.as_fd()).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
-    ring.recv(Token::new(1, 2), a.as_fd(), vec![0; 8]).unwrap();
+    ring.recv(Token::new(1, 2), a.as_fd()).unwrap();
 }
 
 #[test]
@@ -267,19 +360,15 @@ fn a_cancelled_accept_leaves_connections_in_the_backlog_until_rearmed() {
 }
 
 #[test]
-fn a_cancelled_recv_returns_its_buffer() {
+fn a_cancelled_recv_completes_cancelled() {
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut ring = Ring::new(Config::default()).unwrap();
     let t = Token::new(4, 9);
-    ring.recv(t, a.as_fd(), vec![0; 32]).unwrap();
+    ring.recv(t, a.as_fd()).unwrap();
     ring.submit().unwrap();
     ring.cancel(Op::Recv, t).unwrap();
-    let Some(Completion::Received { token, buf, result }) =
-        collect(&mut ring, 1, |c| matches!(c, Completion::Received { .. })).pop()
-    else {
-        unreachable!()
-    };
-    assert_eq!((token, buf.len()), (t, 32));
+    let (token, result) = received(&mut ring);
+    assert_eq!(token, t);
     assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
 }
 
@@ -289,7 +378,7 @@ fn dropping_a_ring_with_operations_in_flight_returns_promptly() {
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut ring = Ring::new(Config::default()).unwrap();
     ring.arm_accept(l.as_fd()).unwrap();
-    ring.recv(Token::new(0, 0), a.as_fd(), vec![0; 16]).unwrap();
+    ring.recv(Token::new(0, 0), a.as_fd()).unwrap();
     ring.set_timer(Instant::now() + Duration::from_secs(60))
         .unwrap();
     ring.submit().unwrap();
