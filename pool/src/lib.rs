@@ -11,8 +11,10 @@
 //! - `thread`: a pool thread's loop and its kept thread state.
 //! - `turn`: the GIL turn (hand-off barrier, slice, keep rule).
 //! - `stats`: counters, and the histograms of `M0_POOL_DEBUG=1`.
+//! - `sched`: Python threads scheduled so that waking them never preempts a core thread.
 
 mod queue;
+mod sched;
 mod stats;
 mod thread;
 mod turn;
@@ -24,6 +26,7 @@ use std::thread::JoinHandle;
 use pyo3::Python;
 
 use queue::JobQueue;
+pub use sched::{behind_cores, confined_to_core_cpus};
 pub use stats::{Counters, BUCKETS as REATTACH_BUCKETS};
 pub use thread::keep_thread_state;
 use turn::Turn;

@@ -107,6 +107,9 @@ pub fn keep_thread_state() {
 /// ([`Turn::takes_attached`]): it waits for a job to be queued, attaches, and
 /// then pops. Otherwise it pops first and attaches to run what it popped.
 pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
+    if turn.batch {
+        crate::sched::behind_cores();
+    }
     let _kept = KeptThreadState::keep();
     let mut run = Run::default();
     loop {

@@ -39,7 +39,8 @@
 //! Knobs (read once at start): `M0_POOL_TURN=0` removes the barrier and the
 //! keep rule (the convoy arm of the fairness probe), `M0_POOL_TURN_KEEP=0`
 //! keeps the barrier but drops the GIL between every job, `M0_POOL_DEBUG=1`
-//! prints wait histograms at shutdown ([`crate::stats`]).
+//! prints wait histograms at shutdown ([`crate::stats`]), `M0_POOL_BATCH=0`
+//! keeps the default scheduling policy ([`crate::behind_cores`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -67,6 +68,10 @@ pub struct TurnConfig {
     pub keep: bool,
     /// Collect and print histograms (`M0_POOL_DEBUG`, default off).
     pub debug: bool,
+    /// Schedule the pool threads behind the core threads
+    /// ([`crate::behind_cores`]; `M0_POOL_BATCH`, default on but in a
+    /// worker confined to its cores' CPUs, [`crate::confined_to_core_cpus`]).
+    pub batch: bool,
 }
 
 impl Default for TurnConfig {
@@ -75,12 +80,14 @@ impl Default for TurnConfig {
             turn: true,
             keep: true,
             debug: false,
+            batch: true,
         }
     }
 }
 
 impl TurnConfig {
-    /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG` (`0` is off, `1` on).
+    /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG`, `M0_POOL_BATCH`
+    /// (`0` is off, `1` on).
     pub fn from_env() -> TurnConfig {
         let flag = |name: &str, default: bool| match std::env::var(name) {
             Ok(v) => v.trim() != "0",
@@ -90,6 +97,7 @@ impl TurnConfig {
             turn: flag("M0_POOL_TURN", true),
             keep: flag("M0_POOL_TURN_KEEP", true),
             debug: flag("M0_POOL_DEBUG", false),
+            batch: flag("M0_POOL_BATCH", crate::sched::batch_by_default()),
         }
     }
 }
@@ -103,6 +111,8 @@ pub(crate) struct Turn {
     waiters: AtomicUsize,
     /// Attaches completed.
     attaches: AtomicU64,
+    /// Pool threads are scheduled behind the cores.
+    pub(crate) batch: bool,
     pub(crate) stats: Stats,
 }
 
@@ -114,6 +124,7 @@ impl Turn {
             keep: barrier && config.keep,
             waiters: AtomicUsize::new(0),
             attaches: AtomicU64::new(0),
+            batch: config.batch,
             stats: Stats::new(config.debug),
         }
     }

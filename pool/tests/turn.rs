@@ -47,10 +47,15 @@ fn contend(threads: usize, turn: TurnConfig, jobs: usize) -> Counters {
     counters
 }
 
+/// The default policy: with the pool scheduled behind the cores
+/// (`SCHED_BATCH`) a woken thread does not preempt the one holding the GIL,
+/// so this test's threads rarely meet the contention the rules act on (the
+/// fairness probe judges the batch-scheduled pool under real load).
 const ON: TurnConfig = TurnConfig {
     turn: true,
     keep: true,
     debug: false,
+    batch: false,
 };
 
 #[test]
@@ -174,4 +179,39 @@ fn popped_before_the_attach_jobs_are_overtaken() {
     // (Measured: 167-203 of 1000 overtaken; at 300 jobs some runs had none.)
     let order = start_order(4, TurnConfig { keep: false, ..ON }, 1000);
     assert!(overtaken(&order) > 0, "{order:?}");
+}
+
+/// The policy a pool thread runs its jobs under.
+fn job_policy(turn: TurnConfig) -> i32 {
+    let pool = Pool::start_with(
+        Config {
+            threads: 1,
+            backpressure: 1,
+        },
+        turn,
+        Arc::new(|| {}),
+    )
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let job: Job = Box::new(move |_py| {
+        // SAFETY: plain syscall about the calling thread.
+        tx.send(unsafe { libc::sched_getscheduler(0) }).unwrap();
+    });
+    assert!(pool.try_submit(job).is_ok());
+    let policy = rx.recv_timeout(PATIENCE).unwrap();
+    shutdown_detached(pool);
+    policy
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn pool_threads_are_scheduled_behind_the_cores_unless_batch_is_off() {
+    assert_eq!(job_policy(TurnConfig::default()), libc::SCHED_BATCH);
+    assert_eq!(
+        job_policy(TurnConfig {
+            batch: false,
+            ..TurnConfig::default()
+        }),
+        libc::SCHED_OTHER
+    );
 }

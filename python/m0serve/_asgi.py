@@ -100,6 +100,7 @@ class Runner:
         return asyncio.run_coroutine_threadsafe(self.lifespan.startup(), self.loop).result()
 
     def _run(self) -> None:
+        self.executor.enter_loop_thread()
         loop = self.loop
         asyncio.set_event_loop(loop)
         executor = self.executor

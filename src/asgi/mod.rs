@@ -155,6 +155,15 @@ impl Executor {
         queued.map(drop)
     }
 
+    /// Called first on the loop's own thread: woken by the cores, it waits
+    /// for their pass rather than preempting it ([`m0serve_pool::behind_cores`],
+    /// unless `M0_POOL_BATCH=0`, as for the pool).
+    fn enter_loop_thread(&self) {
+        if m0serve_pool::TurnConfig::from_env().batch {
+            m0serve_pool::behind_cores();
+        }
+    }
+
     /// Make the cores' wakes held since the last `on_wake`.
     fn release_wakes(&self) {
         held::release();

@@ -180,8 +180,13 @@ impl Link {
         if let Some(share) = self.share {
             // Before any other thread of this process exists (the lifeline's,
             // the app's pool or executor): they inherit the set.
-            if let Err(e) = cpus::confine(&share.cpus) {
-                tracing::warn!("confining worker {} to its CPUs: {e}", self.number);
+            match cpus::confine(&share.cpus) {
+                // Its pool shares the cores' CPUs: scheduled as they are.
+                #[cfg(feature = "python")]
+                Ok(()) => m0serve_pool::confined_to_core_cpus(),
+                #[cfg(not(feature = "python"))]
+                Ok(()) => {}
+                Err(e) => tracing::warn!("confining worker {} to its CPUs: {e}", self.number),
             }
             options.cpu_share = Some(share);
         }

@@ -377,6 +377,25 @@ def test_the_supervisor_never_imports_the_app(backend: str, tmp_path: Path):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pool_threads_are_batch_scheduled_unless_confined_to_the_cores_cpus(backend: str, workers: int):
+    """One process: its pool threads run SCHED_BATCH (a core's wake never
+    lets them preempt it) and its core threads the default policy. A worker
+    confined to its cores' CPUs keeps the default policy for its pool too."""
+    server = started(backend, "workers_app:app", workers, "--blocking-threads=2")
+    try:
+        status, body = get(server.address, "/policies")
+        assert status == 200
+        policies = {}
+        for name, policy in json.loads(body).values():
+            policies.setdefault(name, set()).add(policy)
+        pool = "batch" if workers == 1 else "other"
+        assert policies.get("m0-pool-0") == {pool} and policies.get("m0-pool-1") == {pool}, policies
+        assert policies.get("m0-core-0") == {"other"}, policies
+    finally:
+        stop_cleanly(server)
+
+
 def test_each_workers_python_threads_are_confined_to_its_cpus(backend: str):
     """--workers 2 --cores 1: every thread of a worker (core, pool, the main
     thread) runs on that worker's one CPU, and the two workers' CPUs differ."""

@@ -5,7 +5,8 @@ a line) so a test knows which workers hold one; /busy?ms=MS spins holding the
 GIL (a CPU-bound view); /grow?mb=N keeps N MiB more for good (a leak), and
 /spike?mb=N&s=SECONDS holds N MiB for that long, then frees it (a burst);
 /exit ends the process (os._exit(3)), /segv crashes it with SIGSEGV, and
-/threads names each thread's allowed CPUs. Importing it appends this pid
+/threads names each thread's allowed CPUs, /policies each thread's name and
+scheduling policy (the pool's SCHED_BATCH). Importing it appends this pid
 to $M0_TEST_IMPORTS when set (who imported the app)."""
 
 import os
@@ -47,6 +48,17 @@ def app(environ, start_response):
 
         body = json.dumps({
             task: open(f"/proc/self/task/{task}/status").read().split("Cpus_allowed_list:")[1].split()[0]
+            for task in os.listdir("/proc/self/task")
+        }).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+    elif path == "/policies":
+        import json
+
+        names = {os.SCHED_OTHER: "other", os.SCHED_BATCH: "batch"}
+        body = json.dumps({
+            task: [open(f"/proc/self/task/{task}/comm").read().strip(),
+                   names.get(os.sched_getscheduler(int(task)), "other policy")]
             for task in os.listdir("/proc/self/task")
         }).encode()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])

@@ -1,0 +1,72 @@
+//! How the kernel schedules the threads that run Python.
+//!
+//! A core thread hands a request to a pool thread (or the ASGI loop thread)
+//! and wakes it. Where that thread is woken onto the core's own CPU, as it
+//! is when the other CPUs are busy (a pinned pod, a load generator beside
+//! the server, a worker confined to one CPU), the default policy lets the
+//! woken thread preempt the core mid-pass: the two then ping-pong, one
+//! request at a time, each switch costing both their caches. `SCHED_BATCH`
+//! takes away only that wake-up preemption (same weight, same share of the
+//! CPU, same placement on idle CPUs): the Python thread runs once the core
+//! parks or its slice ends, and then finds the whole pass's requests queued,
+//! which the GIL turn's keep rule serves in one attach. Measured on WSGI
+//! hello, 2 CPUs with wrk on them (bench/pool_batch.sh): through one pool
+//! thread 1.15x the requests per second (10.4 against 11.9 µs of CPU per
+//! request, p99 1.23 against 1.61 ms); through four, the default, 1.57x
+//! (10.8 against 21.4 µs), which brings the pool within 10-12 % of the
+//! loop-only shape; ASGI hello 1.02x, p99 1.50 against 1.87 ms
+//! (bench/results/pool-wakes.md). The fairness probe holds either way.
+//! A worker confined to its cores' CPUs keeps the default policy
+//! ([`confined_to_core_cpus`]). `M0_POOL_BATCH=0` turns it
+//! off ([`crate::TurnConfig::batch`]), for that comparison.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static CONFINED: AtomicBool = AtomicBool::new(false);
+
+/// Say that this process's threads are confined to the CPUs of its core
+/// threads (a worker among several, [`crate::TurnConfig::batch`] then
+/// defaults to off). There the pool threads always share the cores' CPUs,
+/// and on CPU-bound views SCHED_BATCH cost more than it saved: with two such
+/// workers and a 20 ms view, 7 % fewer requests and a 57/43 split between
+/// the workers on the portable backend where the default policy kept 50/50;
+/// 3 % fewer on a 0.3 ms view. Call it before the pool starts.
+pub fn confined_to_core_cpus() {
+    CONFINED.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`crate::TurnConfig::batch`] is on when `M0_POOL_BATCH` is unset.
+pub(crate) fn batch_by_default() -> bool {
+    !CONFINED.load(Ordering::Relaxed)
+}
+
+/// Schedule the calling thread as `SCHED_BATCH` (Linux; elsewhere nothing).
+/// Call it at the start of a thread that runs Python for the core threads,
+/// where [`crate::TurnConfig::batch`] says so. A refusal (a seccomp profile)
+/// is ignored: the thread merely keeps the default policy.
+pub fn behind_cores() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: plain syscall on the calling thread (pid 0), with a valid
+        // parameter block on this stack frame for the call's duration.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn the_calling_thread_becomes_batch_scheduled() {
+        std::thread::spawn(|| {
+            // SAFETY: plain syscall on the calling thread.
+            let before = unsafe { libc::sched_getscheduler(0) };
+            assert_eq!(before, libc::SCHED_OTHER);
+            super::behind_cores();
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_BATCH);
+        })
+        .join()
+        .unwrap();
+    }
+}
