@@ -13,7 +13,10 @@ SPEC (JSON): {
                                         # (judged on the per-round ratio's median)
   "cpus": {"server": "0", "client": "1"},  # optional taskset pinning
   "scheme": "https",                    # optional (default http): wrk speaks TLS to every arm
-  "wrk_args": ["-H", "Connection: close"]  # optional: more wrk flags (here: a new connection per request)
+  "wrk_args": ["-H", "Connection: close"],  # optional: more wrk flags (here: a new connection per request)
+  "noise": 1,                           # optional: processes spinning a CPU each, unpinned, for the whole run
+  "sched": true                         # optional: columns for the server's CPU migrations and involuntary
+                                        # context switches per 1,000 requests (/proc/PID/task/TID/sched)
 }
 
 Every server is started once, on a free loopback port ("{port}" in its
@@ -77,20 +80,51 @@ def parse_wrk(text):
     }
 
 
-def session_cpu_seconds(sid):
-    """CPU time (user + system) of the live processes of session `sid`: a
-    server with its workers and threads (each arm runs in a session of its own)."""
-    total = 0
+def session_processes(sid):
+    """(pid, the fields of /proc/PID/stat after the name) of each live
+    process of session `sid`: a server with its workers (each arm runs in a
+    session of its own)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             fields = open("/proc/%s/stat" % entry).read().rsplit(")", 1)[1].split()
-        except OSError:
+        except (OSError, IndexError):
             continue
         if int(fields[3]) == sid:
-            total += int(fields[11]) + int(fields[12])
+            yield entry, fields
+
+
+def session_cpu_seconds(sid):
+    """CPU time (user + system) of session `sid`'s processes and their threads."""
+    total = sum(int(f[11]) + int(f[12]) for _, f in session_processes(sid))
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def session_sched(sid):
+    """Migrations and involuntary context switches, summed over the threads
+    of session `sid`'s processes (the kernel's per-task sched stats)."""
+    moved = preempted = 0
+    for pid, _ in session_processes(sid):
+        try:
+            tids = os.listdir("/proc/%s/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                text = open("/proc/%s/task/%s/sched" % (pid, tid)).read()
+            except OSError:
+                continue
+            m = re.search(r"^se\.nr_migrations\s*:\s*(\d+)", text, re.M)
+            n = re.search(r"^nr_involuntary_switches\s*:\s*(\d+)", text, re.M)
+            moved += int(m.group(1)) if m else 0
+            preempted += int(n.group(1)) if n else 0
+    return moved, preempted
+
+
+def spinners(count):
+    """`count` processes that each spin a CPU, unpinned: a noisy neighbour."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
 def taskset(cpus, cmd):
@@ -164,10 +198,12 @@ def main():
     extra = spec.get("wrk_args", [])
     servers = start_servers(spec, lambda port: subprocess.run(
         ["wrk", "-t1", "-c4", "-d1s", "%s://127.0.0.1:%d%s" % (scheme, port, spec["path"])], capture_output=True))
+    noise = spinners(spec.get("noise", 0))
     try:
         sessions = {port: proc.pid for proc, port in servers.values()}
 
         def wrk(port):
+            sched_before = session_sched(sessions[port]) if spec.get("sched") else None
             before = session_cpu_seconds(sessions[port])
             r = parse_wrk(subprocess.run(
                 taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
@@ -177,12 +213,21 @@ def main():
             # The server's CPU per request: what a result on a client-bound
             # machine still compares (clock ticks, so ~10 ms resolution a run).
             r["cpu_us"] = (session_cpu_seconds(sessions[port]) - before) * 1e6 / max(r["requests"], 1)
+            if sched_before:
+                after = session_sched(sessions[port])
+                per_k = 1000.0 / max(r["requests"], 1)
+                r["migrations_per_k"] = (after[0] - sched_before[0]) * per_k
+                r["preempted_per_k"] = (after[1] - sched_before[1]) * per_k
             return r
         runs = alternate(spec, servers, wrk)
     finally:
+        for p in noise:
+            p.kill()
+            p.wait()
         stop_servers(servers)
 
-    summary = medians(spec, runs, ("rps", "p50_ms", "p99_ms", "max_ms", "cpu_us"))
+    sched = ("migrations_per_k", "preempted_per_k") if spec.get("sched") else ()
+    summary = medians(spec, runs, ("rps", "p50_ms", "p99_ms", "max_ms", "cpu_us") + sched)
     for arm in spec["arms"]:
         summary[arm["name"]]["non_2xx"] = sum(r["non_2xx"] for r in runs if r["arm"] == arm["name"])
     base = summary[spec["baseline"]]["rps"]
@@ -195,21 +240,41 @@ def main():
         paired = [r["rps"] / baseline_by_round[r["round"]] for r in runs if r["arm"] == arm["name"]]
         summary[arm["name"]]["paired_ratio"] = statistics.median(paired)
     targets = spec.get("targets", {})
-    rows = ["| server | median req/s | ratio to %s | per-round ratio | target | CPU per request | p50 | p99 | max | non-2xx |"
-            % spec["baseline"], "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    rows = ["| server | median req/s | ratio to %s | per-round ratio | target | CPU per request | p50 | p99 | max | non-2xx |%s"
+            % (spec["baseline"], " migrations per 1k requests | involuntary switches per 1k requests |" if sched else ""),
+            "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|%s" % ("---:|---:|" if sched else "")]
     for arm in spec["arms"]:
         s = summary[arm["name"]]
         t = targets.get(arm["name"])
         verdict = "" if t is None else ">= %.2fx: %s" % (t, "met" if s["paired_ratio"] >= t else "MISSED")
         rows.append("| %s | %s | %.2fx | %.3fx | %s | %.1f µs | %.2f ms | %.2f ms | %.1f ms | %d |" % (
             arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], s["paired_ratio"], verdict,
-            s["cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"]))
-    setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm, %s (%d CPUs, Linux %s)." % (
+            s["cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"])
+            + (" %.1f | %.1f |" % (s["migrations_per_k"], s["preempted_per_k"]) if sched else ""))
+    setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm%s, %s (%d CPUs, Linux %s)." % (
         spec["threads"], spec["connections"], spec["duration"], "".join(" " + repr(a) for a in extra),
         spec.get("scheme", "http"), spec["rounds"],
+        ", %d process(es) spinning a CPU beside them" % spec["noise"] if spec.get("noise") else "",
         "servers on CPUs %s, wrk on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
         os.cpu_count(), platform.release())
     save_results(spec, runs, summary, setup, rows)
+
+
+def versions():
+    """What was measured: this interpreter, the servers installed beside it,
+    and the checkout's commit (marked dirty when it has uncommitted changes)."""
+    from importlib import metadata
+    found = {"python": platform.python_version()}
+    for pkg in ("m0serve", "granian", "uvicorn", "gunicorn", "uvloop"):
+        try:
+            found[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and "m0serve" in found:
+        found["m0serve"] += " @ %s%s" % (commit, "-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return found
 
 
 def save_results(spec, runs, summary, setup, rows):
@@ -220,7 +285,7 @@ def save_results(spec, runs, summary, setup, rows):
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     json_name = "%s-%s.json" % (spec["name"], stamp)
     doc = {"date": stamp, "spec": spec, "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},
-           "runs": runs, "summary": summary}
+           "versions": versions(), "runs": runs, "summary": summary}
     json.dump(doc, open(os.path.join(ROOT, "bench/results", json_name), "w"), indent=2)
     md = "# %s\n\n%s: %s\nRaw runs: [%s](%s).\n\n%s\n" % (
         spec["title"], stamp, setup, json_name, json_name, "\n".join(rows))

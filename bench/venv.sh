@@ -15,7 +15,7 @@ venv=bench/.venv
 if [ ! -x "$venv/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q -r "$(shared_dir)/bench-peers.txt" django flask websockets==17.4
+"$venv/bin/python" -m pip install -q -r "$(shared_dir)/bench-peers.txt" django flask websockets==17.4 matplotlib
 "$venv/bin/python" -m pip install -q --force-reinstall --no-deps .
 venv=$(cd "$venv" && pwd)
 work=$(mktemp -d)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A/B: this checkout against another commit of m0serve, side by side, on the
+# io_uring backend: WSGI hello (GET / of shared/probe_app.py:wsgi, --cores 1,
+# one pool thread, 64 connections) and a 1 MiB static file (16 connections).
+# For a change that must leave throughput where it was.
+#
+#   BASE=<commit> bash bench/ab.sh      # ROUNDS (5), DURATION (5s)
+#
+# The base is built once per commit into bench/.venv-base (a release build
+# from a git worktree). Writes bench/results/ab-hello.md and ab-static-1m.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/venv.sh
+shared=$(shared_dir)
+base=$(git rev-parse --short "${BASE:?BASE=<commit> to compare against}")
+head=$(git rev-parse --short HEAD)
+base_venv=bench/.venv-base
+if [ "$(cat "$base_venv/.commit" 2>/dev/null)" != "$base" ]; then
+    rm -rf "$base_venv"
+    "$venv/bin/python" -m venv "$base_venv"
+    git worktree add --detach -f "$work/base" "$base" >/dev/null
+    "$base_venv/bin/python" -m pip install -q "$work/base"
+    git worktree remove --force "$work/base"
+    echo "$base" >"$base_venv/.commit"
+fi
+base_venv=$(cd "$base_venv" && pwd)
+mkdir -p "$work/static"
+head -c 1048576 /dev/urandom >"$work/static/big.bin"
+arms() {  # $1: extra m0serve flags as JSON list items
+    for side in head base; do
+        local bin=$venv/bin/m0serve label=$head
+        [ $side = base ] && bin=$base_venv/bin/m0serve label="$base (base)"
+        [ $side = base ] && printf ','
+        cat <<ARM
+    {"name": "$side", "label": "m0serve $label",
+     "cmd": ["$bin", "--backend", "uring", "--cores", "1", "--blocking-threads", "1", "--port", "{port}",
+             "--log-level", "warn", "--app-dir", "$shared", $1 "probe_app:wsgi"]}
+ARM
+    done
+}
+run() {  # name title path connections extra-flags
+    cat >"$work/spec.json" <<JSON
+{
+  "name": "$1", "title": "$2", "path": "$3", "connections": $4, "threads": 1,
+  "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-5}, "baseline": "base",
+  "arms": [
+$(arms "$5")
+  ]
+}
+JSON
+    "$venv/bin/python" bench/compare.py "$work/spec.json"
+}
+run ab-hello "A/B $head against $base: WSGI hello, 64 keep-alive connections" / 64 ""
+run ab-static-1m "A/B $head against $base: a 1 MiB static file, 16 keep-alive connections" /static/big.bin 16 \
+    "\"--static-path-route\", \"/static\", \"--static-path-mount\", \"$work/static\","
