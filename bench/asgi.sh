@@ -5,8 +5,9 @@
 # --http httptools), in the bench's own virtualenv (bench/venv.sh).
 #
 #   bash bench/asgi.sh        # ROUNDS (3), DURATION (5s), CONNECTIONS (64)
+#   PYTHON=python3.13 bash bench/asgi.sh   # the same on CPython 3.13 (asgi-hello-py3.13)
 #
-# Targets (issue 5): m0serve >= 1.3x Granian's requests per second and >= 2x
+# Targets (issue 13): m0serve >= 1.5x Granian's requests per second and >= 2.5x
 # uvicorn's, p99 no worse.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,10 +15,10 @@ source bench/venv.sh
 shared=$(shared_dir)
 cat >"$work/spec.json" <<JSON
 {
-  "name": "asgi-hello", "title": "ASGI: GET / of probe_app:asgi, 64 keep-alive connections",
+  "name": "asgi-hello${PYTHON:+-py$pyver}", "title": "ASGI: GET / of probe_app:asgi, 64 keep-alive connections, CPython $pyver",
   "path": "/", "connections": ${CONNECTIONS:-64}, "threads": 1,
   "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-3}, "baseline": "granian",
-  "targets": {"m0serve": 1.3},
+  "targets": {"m0serve": 1.5},
   "arms": [
     {"name": "m0serve", "label": "m0serve --interface asgi --cores 1",
      "cmd": ["$venv/bin/m0serve", "--interface", "asgi", "--cores", "1", "--port", "{port}",

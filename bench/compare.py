@@ -15,8 +15,10 @@ SPEC (JSON): {
   "scheme": "https",                    # optional (default http): wrk speaks TLS to every arm
   "wrk_args": ["-H", "Connection: close"],  # optional: more wrk flags (here: a new connection per request)
   "noise": 1,                           # optional: processes spinning a CPU each, unpinned, for the whole run
-  "sched": true                         # optional: columns for the server's CPU migrations and involuntary
+  "sched": true,                        # optional: columns for the server's CPU migrations and involuntary
                                         # context switches per 1,000 requests (/proc/PID/task/TID/sched)
+  "autogroup": false                    # optional (default false; BENCH_AUTOGROUP=1 too): leave the kernel's
+                                        # session autogrouping on rather than turn it off for the run
 }
 
 Every server is started once, on a free loopback port ("{port}" in its
@@ -26,6 +28,14 @@ the ratio of each arm's median req/s to the baseline's, the median of each
 round's ratio to the baseline's run beside it (what a target is judged on:
 drift between rounds falls out), and the server's CPU time per request (its
 session's processes, user + system, over wrk's count of requests).
+
+Each server runs in a session of its own (so its whole tree is stopped and
+measured). Where the kernel autogroups sessions for the scheduler
+(kernel.sched_autogroup_enabled=1, a desktop default), CPU is then shared
+between the server's session and wrk's rather than between threads, which
+starves pinned workers (--workers 2 measured 30k req/s instead of 71k): run
+as root, the comparison turns autogrouping off for its run and restores it
+after; the setup line says which held.
 """
 import json
 import os
@@ -191,8 +201,37 @@ def medians(spec, runs, keys):
     return summary
 
 
+AUTOGROUP = "/proc/sys/kernel/sched_autogroup_enabled"
+
+
+def autogroup(want_on):
+    """Set session autogrouping for the run where the kernel has it and we may
+    write it; gives (the value to restore or None, a phrase for the setup line)."""
+    try:
+        before = open(AUTOGROUP).read().strip()
+    except OSError:
+        return None, "no autogroup"
+    want = "1" if want_on else "0"
+    if before == want:
+        return None, "autogroup %s" % ("on" if want_on else "off")
+    try:
+        open(AUTOGROUP, "w").write(want)
+    except OSError:
+        return None, "autogroup %s (not ours to change)" % ("on" if before == "1" else "off")
+    return before, "autogroup %s for the run" % ("on" if want_on else "off")
+
+
 def main():
     spec = json.load(open(sys.argv[1]))
+    restore, grouping = autogroup(spec.get("autogroup", os.environ.get("BENCH_AUTOGROUP") == "1"))
+    try:
+        run(spec, grouping)
+    finally:
+        if restore is not None:
+            open(AUTOGROUP, "w").write(restore)
+
+
+def run(spec, grouping):
     cpus = spec.get("cpus", {})
     scheme = spec.get("scheme", "http")
     extra = spec.get("wrk_args", [])
@@ -251,12 +290,12 @@ def main():
             arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], s["paired_ratio"], verdict,
             s["cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"])
             + (" %.1f | %.1f |" % (s["migrations_per_k"], s["preempted_per_k"]) if sched else ""))
-    setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm%s, %s (%d CPUs, Linux %s)." % (
+    setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm%s, %s, %s (%d CPUs, Linux %s)." % (
         spec["threads"], spec["connections"], spec["duration"], "".join(" " + repr(a) for a in extra),
         spec.get("scheme", "http"), spec["rounds"],
         ", %d process(es) spinning a CPU beside them" % spec["noise"] if spec.get("noise") else "",
         "servers on CPUs %s, wrk on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
-        os.cpu_count(), platform.release())
+        grouping, os.cpu_count(), platform.release())
     save_results(spec, runs, summary, setup, rows)
 
 

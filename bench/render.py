@@ -37,10 +37,12 @@ def latest_json(name):
 
 
 def script_for(name):
-    """The bench script that writes `name` (it names its results file)."""
+    """The bench script that writes `name` (it names its results file; a
+    `-pyX.Y` suffix is the same script run with PYTHON=pythonX.Y)."""
+    name = re.sub(r"-py\d+\.\d+$", "", name)
     for path in sorted(glob.glob(os.path.join(BENCH, "*.sh")) + glob.glob(os.path.join(BENCH, "*.py"))):
         text = open(path).read()
-        if re.search(r"results/%s[-.]" % re.escape(name), text) or '"name": "%s"' % name in text:
+        if re.search(r"results/%s[-.]" % re.escape(name), text) or re.search(r'"name": "%s[$"]' % re.escape(name), text):
             return "bench/" + os.path.basename(path)
     return None
 

@@ -1,7 +1,9 @@
 # Sourced by the bench scripts: the bench's own virtualenv with the pinned
 # peers (shared/bench-peers.txt; websockets for uvicorn's WebSockets) and
 # m0serve from this checkout (release), wrk from Debian's packages, and a
-# scratch folder removed at exit.
+# scratch folder removed at exit. PYTHON=python3.13 makes (once) and uses
+# bench/.venv-3.13 instead of bench/.venv (the default Python's), so the same
+# benchmark can be run on another CPython; $pyver says which one ran.
 command -v wrk >/dev/null || { echo "bench: wrk is needed (apt-get install wrk)" >&2; exit 2; }
 shared_dir() {
     local d
@@ -12,11 +14,15 @@ shared_dir() {
     exit 2
 }
 venv=bench/.venv
+if [ -n "${PYTHON:-}" ]; then
+    venv=bench/.venv-$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+fi
 if [ ! -x "$venv/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q -r "$(shared_dir)/bench-peers.txt" django flask websockets==17.4 matplotlib
 "$venv/bin/python" -m pip install -q --force-reinstall --no-deps .
 venv=$(cd "$venv" && pwd)
+pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -16,7 +16,7 @@ source bench/venv.sh
 shared=$(shared_dir)
 cat >"$work/spec.json" <<JSON
 {
-  "name": "wsgi-hello", "title": "WSGI: GET / of probe_app:wsgi, 64 keep-alive connections",
+  "name": "wsgi-hello${PYTHON:+-py$pyver}", "title": "WSGI: GET / of probe_app:wsgi, 64 keep-alive connections, CPython $pyver",
   "path": "/", "connections": ${CONNECTIONS:-64}, "threads": 1,
   "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-3}, "baseline": "granian",
   "targets": {"m0serve-loop": 1.3, "m0serve-pool": 1.3},
