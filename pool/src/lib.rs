@@ -5,7 +5,10 @@
 //! [`Pool::try_submit`] refuses when it is full, and the pool calls its
 //! `on_room` callback once room frees, so a refused submitter can retry. A
 //! submit wakes a pool thread only if one is parked: the common path makes no
-//! syscall, and a submitter never touches the GIL.
+//! syscall, and a submitter never touches the GIL. A core thread submits
+//! quietly ([`Pool::try_submit_quiet`]) and wakes once at the end of its pass
+//! ([`PoolWaker`]), so a pool thread sharing its CPU does not preempt it at
+//! every job.
 //!
 //! - `queue`: the bounded job queue, its parking and its `on_room` debt.
 //! - `thread`: a pool thread's loop and its kept thread state.
@@ -97,6 +100,20 @@ impl Pool {
         self.queue.push(job)
     }
 
+    /// Queue `job` without waking a pool thread; hands it back when the
+    /// queue is full. The caller owes [`PoolWaker::wake`] with the number of
+    /// jobs so queued, soon: a core thread pays it at the end of its pass, so
+    /// a pool thread sharing its CPU runs the pass's jobs in one go instead of
+    /// preempting it at the first one.
+    pub fn try_submit_quiet(&self, job: Job) -> Result<(), Job> {
+        self.queue.push_quiet(job)
+    }
+
+    /// What wakes the pool's parked threads for jobs queued quietly.
+    pub fn waker(&self) -> PoolWaker {
+        PoolWaker(self.queue.clone())
+    }
+
     /// What the threads have done so far (the GIL turn's counters).
     pub fn counters(&self) -> Counters {
         self.turn.stats.counters()
@@ -134,6 +151,18 @@ impl Pool {
         if let Some(report) = self.turn.stats.report() {
             eprint!("{report}");
         }
+    }
+}
+
+/// Wakes a pool's parked threads for jobs queued with
+/// [`Pool::try_submit_quiet`]; outlives the pool harmlessly.
+#[derive(Clone)]
+pub struct PoolWaker(Arc<JobQueue<Job>>);
+
+impl PoolWaker {
+    /// Wake up to `jobs` parked pool threads (none parked: no syscall).
+    pub fn wake(&self, jobs: usize) {
+        self.0.wake(jobs);
     }
 }
 

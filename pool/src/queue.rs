@@ -78,6 +78,38 @@ impl<T> JobQueue<T> {
         }
     }
 
+    /// Queue `job` without waking anyone: the caller owes [`JobQueue::wake`]
+    /// once its burst of pushes is over (a core thread, at the end of its
+    /// pass). A refused push still owes `on_room` as with [`JobQueue::push`].
+    pub(crate) fn push_quiet(&self, job: T) -> Result<(), T> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(job);
+        }
+        match self.jobs.push(job) {
+            Ok(()) => Ok(()),
+            Err(job) => self.refuse(job),
+        }
+    }
+
+    /// Wake up to `jobs` parked threads (as many as were pushed quietly):
+    /// no syscall when none is parked. The fence pairs with `park`'s, as
+    /// `push`'s does, so a thread parking meanwhile either sees the jobs or
+    /// is counted here.
+    pub(crate) fn wake(&self, jobs: usize) {
+        fence(Ordering::SeqCst);
+        let parked = self.parked.load(Ordering::Relaxed);
+        if parked > 0 && jobs > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            if jobs >= parked {
+                self.wake.notify_all();
+            } else {
+                for _ in 0..jobs {
+                    self.wake.notify_one();
+                }
+            }
+        }
+    }
+
     /// The full-queue path of `push`: owe `on_room`, then try once more. A pop
     /// that made room between the failed push and the flag saw no flag, and
     /// may be the last pop for a while (the refused submitter sends nothing
@@ -198,6 +230,77 @@ mod tests {
             }),
         );
         (Arc::new(queue), rooms)
+    }
+
+    /// Parks `n` threads on `queue`, each sending what it took; waits until
+    /// all are parked.
+    fn parked_takers(queue: &Arc<JobQueue<u32>>, n: usize) -> mpsc::Receiver<u32> {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..n {
+            let (queue, tx) = (queue.clone(), tx.clone());
+            thread::spawn(move || {
+                while let Some(job) = queue.next_job() {
+                    tx.send(job).unwrap();
+                }
+            });
+        }
+        while queue.parked.load(Ordering::SeqCst) < n {
+            thread::sleep(Duration::from_millis(1));
+        }
+        rx
+    }
+
+    #[test]
+    fn a_quiet_push_wakes_nobody_until_the_owed_wake() {
+        let (queue, _) = counting_queue(8);
+        let rx = parked_takers(&queue, 2);
+        queue.push_quiet(7).unwrap();
+        queue.push_quiet(8).unwrap();
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "a parked thread took a quietly pushed job before the wake"
+        );
+        queue.wake(2);
+        let mut got = [
+            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        ];
+        got.sort();
+        assert_eq!(got, [7, 8]);
+        queue.close();
+    }
+
+    #[test]
+    fn the_owed_wake_wakes_as_many_threads_as_jobs() {
+        // Two jobs that each block their taker: both run only if two of the
+        // three parked threads were woken.
+        let queue = Arc::new(JobQueue::<mpsc::Sender<()>>::new(8, Arc::new(|| {})));
+        let (started, starts) = mpsc::channel();
+        let (release_tx, release) = mpsc::channel::<()>();
+        let release = Arc::new(Mutex::new(release));
+        for _ in 0..3 {
+            let (queue, started, release) = (queue.clone(), started.clone(), release.clone());
+            thread::spawn(move || {
+                while let Some(done) = queue.next_job() {
+                    started.send(()).unwrap();
+                    let _ = release.lock().unwrap().recv_timeout(Duration::from_secs(5));
+                    let _ = done.send(());
+                }
+            });
+        }
+        while queue.parked.load(Ordering::SeqCst) < 3 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let (done, _dones) = mpsc::channel();
+        queue.push_quiet(done.clone()).unwrap();
+        queue.push_quiet(done).unwrap();
+        queue.wake(2);
+        starts.recv_timeout(Duration::from_secs(5)).unwrap();
+        starts
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the second job waited behind the first: one thread woken for two jobs");
+        drop(release_tx);
+        queue.close();
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod accept;
 pub mod admit;
 pub mod guard;
 pub mod held;
+pub mod pass_end;
 pub mod portable;
 pub mod ready_flag;
 pub mod select;

@@ -43,6 +43,8 @@ const READS_PER_PASS: usize = 16;
 
 /// Run core `ctx.index` until shutdown completes.
 pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
+    // This thread pays the wakes it defers before each wait.
+    super::pass_end::enter_core();
     let poll = Poll::new()?;
     let waker = Waker::new(poll.registry(), WAKER)?;
     ctx.board.set_waker(ctx.index, Box::new(MioWake(waker)));
@@ -203,6 +205,7 @@ impl<S: Service> Core<S> {
                 }
             }
 
+            super::pass_end::pay();
             let mut timeout = self.wait_timeout(Instant::now());
             if timeout != Some(Duration::ZERO) && !self.ctx.board.park(me) {
                 timeout = Some(Duration::ZERO); // a hand-off arrived: do not block

@@ -86,6 +86,8 @@ const SPARE_BUFS: usize = 64;
 
 /// Serve on this core until shutdown completes (or its deadline passes).
 pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
+    // This thread pays the wakes it defers before each wait.
+    super::pass_end::enter_core();
     let ring = Ring::new(Config {
         recv_buf_size: READ_BUF,
         ..Config::default()
@@ -222,6 +224,7 @@ impl<S: Service> Core<S> {
             }
 
             self.arm_timer(now)?;
+            super::pass_end::pay();
             let owed =
                 self.listen_door.owed() || self.handoff_door.owed() || !self.deferred.is_empty();
             if !owed && self.ctx.board.park(index) {

@@ -24,12 +24,13 @@ mod tests;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use m0serve_pool::{Job, Pool};
+use m0serve_pool::{Job, Pool, PoolWaker};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
 use crate::app::waiters::Waiters;
 use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
+use crate::backend::pass_end;
 
 /// How the WSGI layer serves.
 #[derive(Clone, Debug)]
@@ -56,6 +57,18 @@ pub struct WsgiApp {
     /// `None` in the loop-only shape, and after [`WsgiApp::shutdown`].
     pool: RwLock<Option<Pool>>,
     waiters: Arc<Waiters>,
+    /// The pool's wake, deferred to the end of a core thread's pass (see
+    /// [`pass_end`]); `None` with `M0_POOL_DEFER_WAKE=0` (a wake per job).
+    wake: Option<Arc<dyn pass_end::Wake>>,
+}
+
+/// A pool's wake, owed by a core thread until its pass ends.
+struct PoolWake(PoolWaker);
+
+impl pass_end::Wake for PoolWake {
+    fn wake(&self, jobs: usize) {
+        self.0.wake(jobs);
+    }
 }
 
 impl WsgiApp {
@@ -82,10 +95,16 @@ impl WsgiApp {
                 .map_err(|e| PyOSError::new_err(format!("cannot start the WSGI pool: {e}")))?;
             Some(pool)
         };
+        let defer = std::env::var_os("M0_POOL_DEFER_WAKE").is_none_or(|v| v != "0");
+        let wake = pool
+            .as_ref()
+            .filter(|_| defer)
+            .map(|pool| Arc::new(PoolWake(pool.waker())) as Arc<dyn pass_end::Wake>);
         Ok(Arc::new(WsgiApp {
             shared,
             pool: RwLock::new(pool),
             waiters,
+            wake,
         }))
     }
 
@@ -123,14 +142,14 @@ impl WsgiApp {
                 }
             })
         };
-        let Err(job) = pool.try_submit(job) else {
+        let Err(job) = self.push(pool, job) else {
             return Ok(());
         };
         // Register, then try once more (see [`Waiters`]).
         if let Some((_, exchange)) = &*slot.lock().unwrap_or_else(PoisonError::into_inner) {
             self.waiters.push(exchange);
         }
-        let Err(job) = pool.try_submit(job) else {
+        let Err(job) = self.push(pool, job) else {
             return Ok(());
         };
         drop(job);
@@ -140,6 +159,18 @@ impl WsgiApp {
             .take()
             .expect("a refused job was never run, so its request is still in the slot");
         Err(Box::new(Refused { request, exchange }))
+    }
+
+    /// Queue `job`: on a core thread its wake waits for the end of the pass.
+    fn push(&self, pool: &Pool, job: Job) -> Result<(), Job> {
+        match &self.wake {
+            Some(wake) if pass_end::on_core_thread() => {
+                pool.try_submit_quiet(job)?;
+                pass_end::defer(wake);
+                Ok(())
+            }
+            _ => pool.try_submit(job),
+        }
     }
 }
 
