@@ -20,8 +20,11 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q -r "$(shared_dir)/bench-peers.txt" django flask websockets==17.4 matplotlib
-"$venv/bin/python" -m pip install -q --force-reinstall --no-deps .
+# BENCH_INSTALLED=1: this checkout is installed there already (a second script in a row).
+if [ "${BENCH_INSTALLED:-}" != 1 ]; then
+    "$venv/bin/python" -m pip install -q -r "$(shared_dir)/bench-peers.txt" django flask websockets==17.4 matplotlib
+    "$venv/bin/python" -m pip install -q --force-reinstall --no-deps .
+fi
 venv=$(cd "$venv" && pwd)
 pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 work=$(mktemp -d)
