@@ -16,48 +16,45 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/venv.sh
 shared=$(shared_dir)
-arm() {  # name label batch threads interface
+arm() {  # name label env app [m0serve flags...]
+    local name=$1 label=$2 env=$3 app=$4 flags="" f
+    shift 4
+    for f in "$@"; do flags+="\"$f\", "; done
     cat <<ARM
-    {"name": "$1", "label": "$2", "env": {"M0_POOL_BATCH": "$3"},
-     "cmd": ["$venv/bin/m0serve", "--cores", "1", "--blocking-threads", "$4", "--interface", "$5",
-             "--port", "{port}", "--log-level", "warn", "--app-dir", "$shared", "probe_app:$5"]}
+    {"name": "$name", "label": "$label", "env": {$env},
+     "cmd": ["$venv/bin/m0serve", $flags"--port", "{port}", "--log-level", "warn", "--app-dir", "$shared", "probe_app:$app"]}
 ARM
 }
-cat >"$work/spec.json" <<JSON
+one() {  # name label batch threads interface: one process, one core
+    arm "$1" "$2" "\"M0_POOL_BATCH\": \"$3\"" "$5" --cores 1 --blocking-threads "$4" --interface "$5"
+}
+two() {  # name label env: WSGI, two workers of one core each
+    arm "$1" "$2" "$3" wsgi --workers 2 --cores 1
+}
+compare() {  # name title baseline arms
+    cat >"$work/$1.json" <<JSON
 {
-  "name": "pool-wakes", "title": "WSGI and ASGI hello with the Python threads scheduled behind the cores (SCHED_BATCH) or not",
+  "name": "$1", "title": "$2",
   "path": "/", "connections": 64, "threads": 1, "sched": true,
-  "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-5}, "baseline": "pool1-default",
-  "arms": [
-$(arm pool1-default "wsgi, 1 pool thread, default policy" 0 1 wsgi),
-$(arm pool1-batch "wsgi, 1 pool thread, SCHED_BATCH" 1 1 wsgi),
-$(arm pool4-default "wsgi, 4 pool threads, default policy" 0 4 wsgi),
-$(arm pool4-batch "wsgi, 4 pool threads, SCHED_BATCH" 1 4 wsgi),
-$(arm loop "wsgi, loop-only (--blocking-threads 0)" 1 0 wsgi),
-$(arm asgi-default "asgi, default policy" 0 1 asgi),
-$(arm asgi-batch "asgi, SCHED_BATCH" 1 1 asgi)
-  ]
+  "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-5}, "baseline": "$3",
+  "arms": [$4]
 }
 JSON
-"$venv/bin/python" bench/compare.py "$work/spec.json"
+    "$venv/bin/python" bench/compare.py "$work/$1.json"
+}
 
-workers_arm() {  # name label env
-    cat <<ARM
-    {"name": "$1", "label": "$2", "env": {$3},
-     "cmd": ["$venv/bin/m0serve", "--workers", "2", "--cores", "1",
-             "--port", "{port}", "--log-level", "warn", "--app-dir", "$shared", "probe_app:wsgi"]}
-ARM
-}
-cat >"$work/workers.json" <<JSON
-{
-  "name": "pool-wakes-workers", "title": "WSGI hello, --workers 2 --cores 1: the pool's wake deferred to the end of the core's pass or not",
-  "path": "/", "connections": 64, "threads": 1, "sched": true,
-  "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-5}, "baseline": "per-job",
-  "arms": [
-$(workers_arm deferred "wake deferred to the pass end (default)" ""),
-$(workers_arm per-job "a wake per job (M0_POOL_DEFER_WAKE=0)" '"M0_POOL_DEFER_WAKE": "0"'),
-$(workers_arm batch "wake deferred, pool SCHED_BATCH (M0_POOL_BATCH=1)" '"M0_POOL_BATCH": "1"')
-  ]
-}
-JSON
-"$venv/bin/python" bench/compare.py "$work/workers.json"
+compare pool-wakes "WSGI and ASGI hello with the Python threads scheduled behind the cores (SCHED_BATCH) or not" \
+    pool1-default "
+$(one pool1-default "wsgi, 1 pool thread, default policy" 0 1 wsgi),
+$(one pool1-batch "wsgi, 1 pool thread, SCHED_BATCH" 1 1 wsgi),
+$(one pool4-default "wsgi, 4 pool threads, default policy" 0 4 wsgi),
+$(one pool4-batch "wsgi, 4 pool threads, SCHED_BATCH" 1 4 wsgi),
+$(one loop "wsgi, loop-only (--blocking-threads 0)" 1 0 wsgi),
+$(one asgi-default "asgi, default policy" 0 1 asgi),
+$(one asgi-batch "asgi, SCHED_BATCH" 1 1 asgi)"
+
+compare pool-wakes-workers "WSGI hello, --workers 2 --cores 1: the pool's wake deferred to the end of the core's pass or not" \
+    per-job "
+$(two deferred "wake deferred to the pass end (default)" ""),
+$(two per-job "a wake per job (M0_POOL_DEFER_WAKE=0)" '"M0_POOL_DEFER_WAKE": "0"'),
+$(two batch "wake deferred, pool SCHED_BATCH (M0_POOL_BATCH=1)" '"M0_POOL_BATCH": "1"')"

@@ -51,6 +51,8 @@ pub struct Pool {
     queue: Arc<JobQueue<Job>>,
     turn: Arc<Turn>,
     threads: Vec<JoinHandle<()>>,
+    /// [`TurnConfig::defer_wake`].
+    defer_wake: bool,
 }
 
 impl Pool {
@@ -81,6 +83,7 @@ impl Pool {
             queue: Arc::new(JobQueue::new(config.backpressure, on_room)),
             turn: Arc::new(Turn::new(turn, config.threads)),
             threads: Vec::with_capacity(config.threads),
+            defer_wake: turn.defer_wake,
         };
         for index in 0..config.threads {
             let queue = pool.queue.clone();
@@ -109,9 +112,10 @@ impl Pool {
         self.queue.push_quiet(job)
     }
 
-    /// What wakes the pool's parked threads for jobs queued quietly.
-    pub fn waker(&self) -> PoolWaker {
-        PoolWaker(self.queue.clone())
+    /// What wakes the pool's parked threads for jobs queued quietly; `None`
+    /// where wakes are not to be deferred ([`TurnConfig::defer_wake`]).
+    pub fn waker(&self) -> Option<PoolWaker> {
+        self.defer_wake.then(|| PoolWaker(self.queue.clone()))
     }
 
     /// What the threads have done so far (the GIL turn's counters).

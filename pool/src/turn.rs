@@ -40,7 +40,8 @@
 //! keep rule (the convoy arm of the fairness probe), `M0_POOL_TURN_KEEP=0`
 //! keeps the barrier but drops the GIL between every job, `M0_POOL_DEBUG=1`
 //! prints wait histograms at shutdown ([`crate::stats`]), `M0_POOL_BATCH=0`
-//! keeps the default scheduling policy ([`crate::behind_cores`]).
+//! keeps the default scheduling policy ([`crate::behind_cores`]),
+//! `M0_POOL_DEFER_WAKE=0` has no [`crate::Pool::waker`] (a wake per job).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -72,6 +73,9 @@ pub struct TurnConfig {
     /// ([`crate::behind_cores`]; `M0_POOL_BATCH`, default on but in a
     /// worker confined to its cores' CPUs, [`crate::confined_to_core_cpus`]).
     pub batch: bool,
+    /// Core threads wake the pool at the end of their pass
+    /// ([`crate::Pool::waker`]; `M0_POOL_DEFER_WAKE`, default on).
+    pub defer_wake: bool,
 }
 
 impl Default for TurnConfig {
@@ -81,13 +85,14 @@ impl Default for TurnConfig {
             keep: true,
             debug: false,
             batch: true,
+            defer_wake: true,
         }
     }
 }
 
 impl TurnConfig {
-    /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG`, `M0_POOL_BATCH`
-    /// (`0` is off, `1` on).
+    /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG`, `M0_POOL_BATCH`,
+    /// `M0_POOL_DEFER_WAKE` (`0` is off, `1` on).
     pub fn from_env() -> TurnConfig {
         let flag = |name: &str, default: bool| match std::env::var(name) {
             Ok(v) => v.trim() != "0",
@@ -98,6 +103,7 @@ impl TurnConfig {
             keep: flag("M0_POOL_TURN_KEEP", true),
             debug: flag("M0_POOL_DEBUG", false),
             batch: flag("M0_POOL_BATCH", crate::sched::batch_by_default()),
+            defer_wake: flag("M0_POOL_DEFER_WAKE", true),
         }
     }
 }

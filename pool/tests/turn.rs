@@ -56,6 +56,7 @@ const ON: TurnConfig = TurnConfig {
     keep: true,
     debug: false,
     batch: false,
+    defer_wake: true,
 };
 
 #[test]

@@ -763,40 +763,41 @@ fn start_write<T: Session>(
     let Some(held) = conn.wbuf.take() else {
         return Ok(()); // one write at a time
     };
-    let output = conn.session.output();
-    let nothing = match output {
-        Output::Bytes(bytes) => bytes.is_empty(),
-        Output::File { len, .. } => len == 0,
-        Output::None => true,
-    };
-    if nothing {
-        // Drained: an idle connection keeps no write buffer.
-        recycle(spare, Some(held));
-        conn.wbuf = Some(Vec::new());
-        return Ok(());
-    }
-    let mut buf = if held.capacity() > 0 {
-        held
-    } else {
-        spare.pop().unwrap_or_else(|| Vec::with_capacity(WRITE_BUF))
-    };
-    buf.clear();
-    let started = match output {
-        Output::Bytes(bytes) => {
+    let started = match conn.session.output() {
+        Output::Bytes(bytes) if !bytes.is_empty() => {
+            let mut buf = write_buf(held, spare);
             buf.extend_from_slice(&bytes[..bytes.len().min(WRITE_BUF)]);
             ring.send(token(key), conn.fd.as_fd(), buf)
         }
-        Output::File { fd, offset, len } => {
+        Output::File { fd, offset, len } if len > 0 => {
+            let mut buf = write_buf(held, spare);
             buf.resize(len.min(WRITE_BUF), 0);
             ring.read_at(token(key), fd, offset, buf)
         }
-        Output::None => unreachable!("handled above"),
+        _ => {
+            // Drained: an idle connection keeps no write buffer.
+            recycle(spare, Some(held));
+            conn.wbuf = Some(Vec::new());
+            return Ok(());
+        }
     };
     if started.is_err() {
         // The buffer went with the refused operation.
         conn.wbuf = Some(Vec::new());
     }
     started
+}
+
+/// An empty buffer for the next write: the one a response in progress holds,
+/// else a spare (or a new one).
+fn write_buf(held: Vec<u8>, spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    let mut buf = if held.capacity() > 0 {
+        held
+    } else {
+        spare.pop().unwrap_or_else(|| Vec::with_capacity(WRITE_BUF))
+    };
+    buf.clear();
+    buf
 }
 
 /// The shared conformance bodies, plus what only a completion loop can get

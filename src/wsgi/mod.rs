@@ -63,11 +63,9 @@ pub struct WsgiApp {
 }
 
 /// A pool's wake, owed by a core thread until its pass ends.
-struct PoolWake(PoolWaker);
-
-impl pass_end::Wake for PoolWake {
+impl pass_end::Wake for PoolWaker {
     fn wake(&self, jobs: usize) {
-        self.0.wake(jobs);
+        PoolWaker::wake(self, jobs);
     }
 }
 
@@ -95,11 +93,10 @@ impl WsgiApp {
                 .map_err(|e| PyOSError::new_err(format!("cannot start the WSGI pool: {e}")))?;
             Some(pool)
         };
-        let defer = std::env::var_os("M0_POOL_DEFER_WAKE").is_none_or(|v| v != "0");
         let wake = pool
             .as_ref()
-            .filter(|_| defer)
-            .map(|pool| Arc::new(PoolWake(pool.waker())) as Arc<dyn pass_end::Wake>);
+            .and_then(Pool::waker)
+            .map(|waker| Arc::new(waker) as Arc<dyn pass_end::Wake>);
         Ok(Arc::new(WsgiApp {
             shared,
             pool: RwLock::new(pool),
