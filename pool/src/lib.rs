@@ -5,10 +5,11 @@
 //! [`Pool::try_submit`] refuses when it is full, and the pool calls its
 //! `on_room` callback once room frees, so a refused submitter can retry. A
 //! submit wakes a pool thread only if one is parked: the common path makes no
-//! syscall, and a submitter never touches the GIL. A core thread submits
-//! quietly ([`Pool::try_submit_quiet`]) and wakes once at the end of its pass
+//! syscall, and a submitter never touches the GIL. With
+//! `M0_POOL_DEFER_WAKE=1` a core thread submits quietly
+//! ([`Pool::try_submit_quiet`]) and wakes once at the end of its pass
 //! ([`PoolWaker`]), so a pool thread sharing its CPU does not preempt it at
-//! every job.
+//! every job (off by default: it fails the fairness probe's in-order bound).
 //!
 //! - `queue`: the bounded job queue, its parking and its `on_room` debt.
 //! - `thread`: a pool thread's loop and its kept thread state.

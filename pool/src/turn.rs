@@ -41,7 +41,8 @@
 //! keeps the barrier but drops the GIL between every job, `M0_POOL_DEBUG=1`
 //! prints wait histograms at shutdown ([`crate::stats`]), `M0_POOL_BATCH=0`
 //! keeps the default scheduling policy ([`crate::behind_cores`]),
-//! `M0_POOL_DEFER_WAKE=0` has no [`crate::Pool::waker`] (a wake per job).
+//! `M0_POOL_DEFER_WAKE=1` gives a [`crate::Pool::waker`] (off by default:
+//! the fairness probe's in-order arm failed its bound with it).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -74,7 +75,9 @@ pub struct TurnConfig {
     /// worker confined to its cores' CPUs, [`crate::confined_to_core_cpus`]).
     pub batch: bool,
     /// Core threads wake the pool at the end of their pass
-    /// ([`crate::Pool::waker`]; `M0_POOL_DEFER_WAKE`, default on).
+    /// ([`crate::Pool::waker`]; `M0_POOL_DEFER_WAKE`, default off: woken
+    /// together, the pass's threads overtook each other past the fairness
+    /// probe's bound, 22-31 against 16).
     pub defer_wake: bool,
 }
 
@@ -85,7 +88,7 @@ impl Default for TurnConfig {
             keep: true,
             debug: false,
             batch: true,
-            defer_wake: true,
+            defer_wake: false,
         }
     }
 }
@@ -103,7 +106,7 @@ impl TurnConfig {
             keep: flag("M0_POOL_TURN_KEEP", true),
             debug: flag("M0_POOL_DEBUG", false),
             batch: flag("M0_POOL_BATCH", crate::sched::batch_by_default()),
-            defer_wake: flag("M0_POOL_DEFER_WAKE", true),
+            defer_wake: flag("M0_POOL_DEFER_WAKE", false),
         }
     }
 }

@@ -10,6 +10,9 @@
 //! pass's jobs in one go, and where it runs on another CPU it starts no more
 //! than one pass later.
 //!
+//! Opt-in for the pool (`M0_POOL_DEFER_WAKE=1`): the pass's threads, woken
+//! together, took their jobs out of order past the fairness probe's bound.
+//!
 //! Only a thread that runs a core loop may defer ([`on_core_thread`]):
 //! elsewhere (a test's thread, a thread with no pass to end) nothing would pay,
 //! and the caller wakes at once.

@@ -58,7 +58,7 @@ pub struct WsgiApp {
     pool: RwLock<Option<Pool>>,
     waiters: Arc<Waiters>,
     /// The pool's wake, deferred to the end of a core thread's pass (see
-    /// [`pass_end`]); `None` with `M0_POOL_DEFER_WAKE=0` (a wake per job).
+    /// [`pass_end`]) with `M0_POOL_DEFER_WAKE=1`; `None` by default (a wake per job).
     wake: Option<Arc<dyn pass_end::Wake>>,
 }
 
