@@ -24,10 +24,16 @@ from test_workers import started
 SCRAPE_DEADLINE = 10.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Port 0: the kernel picks a free port as the supervisor binds it, and the
+# log says which. (A port found free beforehand and closed again could be
+# taken by something else before the server binds it: CI saw that once.)
+ANY_PORT = "127.0.0.1:0"
+METRICS = f"--metrics-address={ANY_PORT}"
+
+
+def metrics_port(server) -> int:
+    """The port the server's metrics listener was bound to, from its log."""
+    return int(server.wait_for(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", 20).group(1))
 
 
 class Scrape:
@@ -106,15 +112,15 @@ def test_off_by_default_and_on_with_the_flag_or_its_variable(serve) -> None:
     off = serve("plain:hello")
     assert "metrics on" not in off.output
     assert listening_sockets(off.proc.pid) == 1, "only the server's own listener"
-    port = free_port()
-    on = serve("plain:hello", env={"M0SERVE_METRICS_ADDRESS": f"127.0.0.1:{port}"})
+    on = serve("plain:hello", env={"M0SERVE_METRICS_ADDRESS": ANY_PORT})
+    port = metrics_port(on)
     assert listening_sockets(on.proc.pid) == 2
     assert scrape(port).value("m0serve_build_info") == 1
 
 
 def test_requests_bytes_and_connections_match_what_was_sent(serve) -> None:
-    port = free_port()
-    server = serve("plain:raises", f"--metrics-address=127.0.0.1:{port}")
+    server = serve("plain:raises", METRICS)
+    port = metrics_port(server)
     before = scrape(port)
     # The negative arm: nothing sent, nothing counted.
     assert before.value("m0serve_requests_total") == 0
@@ -146,8 +152,8 @@ def test_requests_bytes_and_connections_match_what_was_sent(serve) -> None:
 
 
 def test_in_flight_during_a_slow_request_and_its_duration(serve) -> None:
-    port = free_port()
-    server = serve("plain:sleepy", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=2")
+    server = serve("plain:sleepy", METRICS, "--blocking-threads=2")
+    port = metrics_port(server)
     done: List[int] = []
     slow = threading.Thread(target=lambda: done.append(len(server.exchange(request("GET", "/sleep?s=1.5")))))
     slow.start()
@@ -166,13 +172,13 @@ def test_in_flight_during_a_slow_request_and_its_duration(serve) -> None:
 
 
 def test_connections_closed_by_keep_alive_and_header_timeouts(serve) -> None:
-    port = free_port()
     server = serve(
         "plain:hello",
-        f"--metrics-address=127.0.0.1:{port}",
+        METRICS,
         "--keep-alive-timeout=0.5",
         "--header-read-timeout=0.5",
     )
+    port = metrics_port(server)
     idle = socket.create_connection(server.address, timeout=10)
     partial = socket.create_connection(server.address, timeout=10)
     try:
@@ -193,8 +199,8 @@ def test_connections_closed_by_keep_alive_and_header_timeouts(serve) -> None:
 
 
 def test_two_workers_in_one_scrape(backend: str) -> None:
-    port = free_port()
-    server = started(backend, "plain:hello", 2, f"--metrics-address=127.0.0.1:{port}")
+    server = started(backend, "plain:hello", 2, METRICS)
+    port = metrics_port(server)
     try:
         sent = 40
         # Held open together, so that the least-connections tally spreads them.
@@ -240,8 +246,8 @@ def test_an_address_in_use_exits_1() -> None:
 
 
 def test_the_wsgi_pool_figures(serve) -> None:
-    port = free_port()
-    server = serve("plain:sleepy", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=1")
+    server = serve("plain:sleepy", METRICS, "--blocking-threads=1")
+    port = metrics_port(server)
     # One thread: the first request sleeps in it, the other two wait in the queue.
     slow = [
         threading.Thread(target=server.exchange, args=(request("GET", "/sleep?s=1"),)) for _ in range(3)
@@ -262,16 +268,16 @@ def test_the_wsgi_pool_figures(serve) -> None:
     count = after.value("m0serve_pool_reattach_wait_seconds_count")
     assert after.value("m0serve_pool_reattach_wait_seconds_bucket", le="+Inf") == count
     # The negative arm: the loop-only shape has no pool, so no pool series.
-    port = free_port()
-    serve("plain:hello", f"--metrics-address=127.0.0.1:{port}", "--blocking-threads=0")
+    server = serve("plain:hello", METRICS, "--blocking-threads=0")
+    port = metrics_port(server)
     assert not scrape(port).has("m0serve_pool_queue_depth")
 
 
 def test_the_asgi_executor_and_websocket_figures(serve) -> None:
     from websockets.sync.client import connect
 
-    port = free_port()
-    server = serve("asgi_ws_raw:app", "--interface=asgi", f"--metrics-address=127.0.0.1:{port}")
+    server = serve("asgi_ws_raw:app", "--interface=asgi", METRICS)
+    port = metrics_port(server)
     host, http_port = server.address
     with connect(f"ws://{host}:{http_port}/ws/echo", open_timeout=10) as ws:
         during = wait_until(port, lambda s: s.value("m0serve_asgi_tasks") == 1, "the echo task running")
@@ -297,8 +303,8 @@ def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(back
     from helpers import worker_pids
     from test_workers import WORKER_READY
 
-    port = free_port()
-    server = started(backend, "plain:hello", 2, f"--metrics-address=127.0.0.1:{port}")
+    server = started(backend, "plain:hello", 2, METRICS)
+    port = metrics_port(server)
     try:
         server.exchange(request("GET", "/"))
         before = wait_until(port, lambda s: s.value("m0serve_requests_total") == 1, "one request")
@@ -327,8 +333,8 @@ def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(back
 def test_connections_closed_by_the_client_the_server_and_a_reset(serve) -> None:
     import struct
 
-    port = free_port()
-    server = serve("plain:hello", f"--metrics-address=127.0.0.1:{port}")
+    server = serve("plain:hello", METRICS)
+    port = metrics_port(server)
     # The client ends a kept-alive connection with a FIN, having read the
     # whole answer (a close with unread bytes would send an RST instead).
     with socket.create_connection(server.address, timeout=10) as kept:
@@ -360,8 +366,8 @@ def test_connections_closed_by_the_client_the_server_and_a_reset(serve) -> None:
 def test_a_rolling_restart_is_counted_by_its_cause(backend: str) -> None:
     import signal
 
-    port = free_port()
-    server = started(backend, "plain:hello", 2, f"--metrics-address=127.0.0.1:{port}")
+    server = started(backend, "plain:hello", 2, METRICS)
+    port = metrics_port(server)
     try:
         server.proc.send_signal(signal.SIGHUP)
         server.wait_for(r"rolling restart done", 30)
