@@ -120,6 +120,13 @@ mod tests {
         (board, woken)
     }
 
+    /// The woken core ran a pass and waits again: a wake reaches it anew
+    /// (one wake per wait, [`crate::backend::Parked::claim_wake`]).
+    fn waits_again(board: &Board) {
+        board.begin_pass(1);
+        assert!(board.park(1));
+    }
+
     #[test]
     fn held_wakes_are_made_once_at_release() {
         let (board, woken) = parked_board();
@@ -131,6 +138,7 @@ mod tests {
         assert_eq!(woken.load(Ordering::SeqCst), 0, "held");
         release();
         assert_eq!(woken.load(Ordering::SeqCst), 1, "one wake for the burst");
+        waits_again(&board);
         wake(&board, 1);
         assert_eq!(woken.load(Ordering::SeqCst), 2, "not held after release");
     }
@@ -146,6 +154,7 @@ mod tests {
             "a notification past the bound wakes"
         );
         let before = woken.load(Ordering::SeqCst);
+        waits_again(&board);
         release();
         wake(&board, 1);
         assert_eq!(woken.load(Ordering::SeqCst), before + 1, "the hold ended");
@@ -165,6 +174,7 @@ mod tests {
         std::thread::sleep(HOLD_BOUND * 2);
         refresh();
         assert_eq!(woken.load(Ordering::SeqCst), 1, "past the bound: made");
+        waits_again(&board);
         hold_for(Duration::from_secs(60)); // holding already: no new hold
         wake(&board, 1);
         assert_eq!(woken.load(Ordering::SeqCst), 1, "held anew");

@@ -29,7 +29,7 @@ pub mod uring;
 
 use std::net::SocketAddr;
 use std::os::fd::{OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -147,16 +147,41 @@ pub trait Wake: Send + Sync {
 }
 
 /// Set while a core is (about to be) blocked in its wait, so that others wake
-/// it only then: the common path makes no syscall.
+/// it only then: the common path makes no syscall. Of the threads that
+/// notify a parked core, only the first wakes it ([`Parked::claim_wake`]):
+/// the rest find their notifications taken in the pass that wake starts.
 #[derive(Default)]
-pub struct Parked(AtomicBool);
+pub struct Parked(AtomicU8);
+
+const RUNNING: u8 = 0;
+const PARKED: u8 = 1;
+/// Parked, and a wake already sent: the core has not begun its pass yet.
+const WOKEN: u8 = 2;
 
 impl Parked {
+    /// The core is about to wait (`true`), or has begun a pass (`false`).
     pub fn set(&self, parked: bool) {
-        self.0.store(parked, Ordering::SeqCst);
+        self.0
+            .store(if parked { PARKED } else { RUNNING }, Ordering::SeqCst);
     }
+
+    /// Whether the core is in (or about to enter) its wait, woken or not.
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.load(Ordering::SeqCst) != RUNNING
+    }
+
+    /// Whether the caller is the one to wake the parked core: true once per
+    /// wait. Woken per notification instead, a core that a pool thread
+    /// answers to in a burst got an eventfd write per answer before it ran
+    /// (measured with `--workers 2 --cores 1` on WSGI hello: 65,700 writes
+    /// against 5,000 in 5 s; 1.06x the requests per second, 15.9 against
+    /// 15.0 µs of CPU per request).
+    pub fn claim_wake(&self) -> bool {
+        self.0.load(Ordering::SeqCst) == PARKED
+            && self
+                .0
+                .compare_exchange(PARKED, WOKEN, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
     }
 }
 

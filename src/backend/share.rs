@@ -64,10 +64,10 @@ impl Board {
         let _ = self.slots[core].waker.set(waker);
     }
 
-    /// Wake `core` if it is parked.
+    /// Wake `core` if it is parked and nobody has woken it yet.
     pub fn wake(&self, core: usize) {
         let slot = &self.slots[core];
-        if slot.parked.get() {
+        if slot.parked.claim_wake() {
             if let Some(w) = slot.waker.get() {
                 w.wake();
             }
@@ -245,6 +245,15 @@ mod tests {
     }
 
     #[test]
+    fn a_woken_sibling_that_has_not_run_yet_is_still_parked() {
+        let b = Board::new(2);
+        b.begin_pass(0);
+        assert!(b.park(1));
+        b.notify(1, 7);
+        assert_eq!(b.pick(0), Some(1), "picked as before its wake");
+    }
+
+    #[test]
     fn park_refuses_while_a_handoff_waits() {
         let b = Board::new(2);
         let (r, _w) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -287,5 +296,18 @@ mod tests {
         assert!(b.park(0));
         b.notify(0, 2);
         assert_eq!(wakes.load(Ordering::SeqCst), 1, "a parked core is woken");
+        // More notifications before the woken core runs: no more wakes.
+        b.notify(0, 3);
+        b.notify(0, 4);
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "woken once per wait");
+        b.begin_pass(0);
+        assert_eq!(b.take_ready(0).count(), 3);
+        assert!(b.park(0));
+        b.notify(0, 5);
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            2,
+            "the next wait is woken again"
+        );
     }
 }
