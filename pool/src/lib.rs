@@ -5,11 +5,11 @@
 //! [`Pool::try_submit`] refuses when it is full, and the pool calls its
 //! `on_room` callback once room frees, so a refused submitter can retry. A
 //! submit wakes a pool thread only if one is parked: the common path makes no
-//! syscall, and a submitter never touches the GIL. With
-//! `M0_POOL_DEFER_WAKE=1` a core thread submits quietly
-//! ([`Pool::try_submit_quiet`]) and wakes once at the end of its pass
-//! ([`PoolWaker`]), so a pool thread sharing its CPU does not preempt it at
-//! every job (off by default: it fails the fairness probe's in-order bound).
+//! syscall, and a submitter never touches the GIL. In a worker confined to
+//! its cores' CPUs (or with `M0_POOL_DEFER_WAKE=1`) a core thread submits
+//! quietly ([`Pool::try_submit_quiet`]) and wakes one thread at the end of
+//! its pass ([`PoolWaker`]), which wakes the next as it takes a job, so a
+//! pool thread sharing the core's CPU does not preempt it at every job.
 //!
 //! - `queue`: the bounded job queue, its parking and its `on_room` debt.
 //! - `thread`: a pool thread's loop and its kept thread state.
@@ -80,8 +80,14 @@ impl Pool {
                 format!("a pool needs at least one thread and room for one job (got {config:?})"),
             ));
         }
+        let queue = JobQueue::new(config.backpressure, on_room);
+        let queue = if turn.defer_wake {
+            queue.chained()
+        } else {
+            queue
+        };
         let mut pool = Pool {
-            queue: Arc::new(JobQueue::new(config.backpressure, on_room)),
+            queue: Arc::new(queue),
             turn: Arc::new(Turn::new(turn, config.threads)),
             threads: Vec::with_capacity(config.threads),
             defer_wake: turn.defer_wake,
@@ -165,9 +171,13 @@ impl Pool {
 pub struct PoolWaker(Arc<JobQueue<Job>>);
 
 impl PoolWaker {
-    /// Wake up to `jobs` parked pool threads (none parked: no syscall).
+    /// Wake a parked pool thread for `jobs` (> 0) queued quietly (none
+    /// parked: no syscall); the threads it takes are woken in a chain
+    /// ([`JobQueue::chained`]).
     pub fn wake(&self, jobs: usize) {
-        self.0.wake(jobs);
+        if jobs > 0 {
+            self.0.wake();
+        }
     }
 }
 

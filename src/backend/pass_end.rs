@@ -10,8 +10,11 @@
 //! pass's jobs in one go, and where it runs on another CPU it starts no more
 //! than one pass later.
 //!
-//! Opt-in for the pool (`M0_POOL_DEFER_WAKE=1`): the pass's threads, woken
-//! together, took their jobs out of order past the fairness probe's bound.
+//! The pool defers its wake where its threads share the core's CPU (a
+//! worker confined to its cores' CPUs; `M0_POOL_DEFER_WAKE` overrides), and
+//! wakes one thread, which wakes the next as it takes a job: woken together,
+//! the pass's threads took their jobs out of order past the fairness
+//! probe's bound.
 //!
 //! Only a thread that runs a core loop may defer ([`on_core_thread`]):
 //! elsewhere (a test's thread, a thread with no pass to end) nothing would pay,

@@ -58,7 +58,8 @@ pub struct WsgiApp {
     pool: RwLock<Option<Pool>>,
     waiters: Arc<Waiters>,
     /// The pool's wake, deferred to the end of a core thread's pass (see
-    /// [`pass_end`]) with `M0_POOL_DEFER_WAKE=1`; `None` by default (a wake per job).
+    /// [`pass_end`]) where [`m0serve_pool::TurnConfig::defer_wake`] says so;
+    /// `None` otherwise (a wake per job).
     wake: Option<Arc<dyn pass_end::Wake>>,
 }
 
