@@ -230,8 +230,13 @@ pub(super) fn run_until(
 
 #[test]
 fn the_app_echoes_a_body_and_the_connection_is_kept() {
-    let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
+    // The app answers only once the test has looked at the session while it
+    // answers: an answer already in by then would start the send clock.
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let (mut s, _app, board) = app_session(ThreadApp::new(move |_req, ex| {
         let body = read_body(&ex).unwrap();
+        let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(5));
         answer(&ex, 200, &body).unwrap();
     }));
     let now = Instant::now();
@@ -245,6 +250,7 @@ fn the_app_echoes_a_body_and_the_connection_is_kept() {
         "no keep-alive clock while the app answers"
     );
     assert!(!s.idle(), "a request in the app is not idle");
+    go.send(()).unwrap();
     let out = run_until(&mut s, &board, |_, o| o.ends_with("hello world"));
     assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
     assert!(out.contains("Content-Length: 11\r\n"), "{out}");
