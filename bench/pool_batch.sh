@@ -5,7 +5,7 @@
 # pool threads, with loop-only beside them as the ceiling the pool path
 # aims for, and ASGI hello the same two ways. m0serve --cores 1 throughout.
 # Then the wake deferred to the end of the core's pass (src/backend/pass_end.rs)
-# (M0_POOL_DEFER_WAKE=1) against a wake per job (the default), where it matters: --workers 2
+# (the default there) against a wake per job (M0_POOL_DEFER_WAKE=0), where it matters: --workers 2
 # --cores 1, whose pool threads share their core thread's CPU, with
 # SCHED_BATCH there (M0_POOL_BATCH=1) beside them.
 #
@@ -55,6 +55,6 @@ $(one asgi-batch "asgi, SCHED_BATCH" 1 1 asgi)"
 
 compare pool-wakes-workers "WSGI hello, --workers 2 --cores 1: the pool's wake deferred to the end of the core's pass or not" \
     per-job "
-$(two deferred "wake deferred to the pass end (M0_POOL_DEFER_WAKE=1)" '"M0_POOL_DEFER_WAKE": "1"'),
-$(two per-job "a wake per job (the default)" ""),
+$(two deferred "wake deferred to the pass end, chained (the default here)" '"M0_POOL_DEFER_WAKE": "1"'),
+$(two per-job "a wake per job (M0_POOL_DEFER_WAKE=0)" '"M0_POOL_DEFER_WAKE": "0"'),
 $(two batch "wake deferred, pool SCHED_BATCH" '"M0_POOL_DEFER_WAKE": "1", "M0_POOL_BATCH": "1"')"
