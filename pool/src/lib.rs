@@ -52,8 +52,6 @@ pub struct Pool {
     queue: Arc<JobQueue<Job>>,
     turn: Arc<Turn>,
     threads: Vec<JoinHandle<()>>,
-    /// [`TurnConfig::defer_wake`].
-    defer_wake: bool,
 }
 
 impl Pool {
@@ -90,7 +88,6 @@ impl Pool {
             queue: Arc::new(queue),
             turn: Arc::new(Turn::new(turn, config.threads)),
             threads: Vec::with_capacity(config.threads),
-            defer_wake: turn.defer_wake,
         };
         for index in 0..config.threads {
             let queue = pool.queue.clone();
@@ -120,9 +117,12 @@ impl Pool {
     }
 
     /// What wakes the pool's parked threads for jobs queued quietly; `None`
-    /// where wakes are not to be deferred ([`TurnConfig::defer_wake`]).
+    /// where wakes are not to be deferred ([`TurnConfig::defer_wake`], which
+    /// is what chains the queue's wakes).
     pub fn waker(&self) -> Option<PoolWaker> {
-        self.defer_wake.then(|| PoolWaker(self.queue.clone()))
+        self.queue
+            .is_chained()
+            .then(|| PoolWaker(self.queue.clone()))
     }
 
     /// What the threads have done so far (the GIL turn's counters).

@@ -76,6 +76,11 @@ impl<T> JobQueue<T> {
         self
     }
 
+    /// Whether pops chain the wakes ([`JobQueue::chained`]).
+    pub(crate) fn is_chained(&self) -> bool {
+        self.chain
+    }
+
     /// Jobs waiting now.
     pub(crate) fn len(&self) -> usize {
         self.jobs.len()

@@ -35,9 +35,11 @@ pub fn confined_to_core_cpus() {
     CONFINED.store(true, Ordering::Relaxed);
 }
 
-/// Whether [`crate::TurnConfig::batch`] is on when `M0_POOL_BATCH` is unset.
-pub(crate) fn batch_by_default() -> bool {
-    !CONFINED.load(Ordering::Relaxed)
+/// Whether this process's threads are confined to its cores' CPUs
+/// ([`confined_to_core_cpus`]): the defaults of [`crate::TurnConfig::batch`]
+/// (off there) and [`crate::TurnConfig::defer_wake`] (on there) follow it.
+pub(crate) fn confined() -> bool {
+    CONFINED.load(Ordering::Relaxed)
 }
 
 /// Schedule the calling thread as `SCHED_BATCH` (Linux; elsewhere nothing).

@@ -107,8 +107,8 @@ impl TurnConfig {
             turn: flag("M0_POOL_TURN", true),
             keep: flag("M0_POOL_TURN_KEEP", true),
             debug: flag("M0_POOL_DEBUG", false),
-            batch: flag("M0_POOL_BATCH", crate::sched::batch_by_default()),
-            defer_wake: flag("M0_POOL_DEFER_WAKE", !crate::sched::batch_by_default()),
+            batch: flag("M0_POOL_BATCH", !crate::sched::confined()),
+            defer_wake: flag("M0_POOL_DEFER_WAKE", crate::sched::confined()),
         }
     }
 }
