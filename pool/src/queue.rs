@@ -4,10 +4,11 @@
 //! Submitters (core threads) push into a crossbeam [`ArrayQueue`]; they wake a
 //! pool thread only if one is parked and not notified already, which two
 //! atomic counts say, so a submit to a busy pool makes no syscall, nor does
-//! one to a pool whose woken thread has not run yet. Parking uses a `Mutex` + `Condvar`: a
-//! thread announces itself in `parked` while holding the mutex and looks at the
-//! queue once more before it waits, and a waker takes the same mutex before it
-//! notifies, so a wake cannot fall between that last look and the wait.
+//! one to a pool whose woken thread has not run yet. Parking uses a `Mutex` +
+//! `Condvar`: a thread announces itself in `parked` while holding the mutex
+//! and looks at the queue once more before it waits, and a waker takes the
+//! same mutex before it notifies, so a wake cannot fall between that last
+//! look and the wait.
 //! (A stack of parked threads with `thread::park`/`unpark` would cost the same
 //! futex wake; the condvar needs no list of threads and no unpark bookkeeping.)
 //!
