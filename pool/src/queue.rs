@@ -219,7 +219,8 @@ impl<T> JobQueue<T> {
     /// none is parked, nor when every parked thread is on its way out.
     fn wake_one(&self) {
         fence(Ordering::SeqCst);
-        if self.parked.load(Ordering::Relaxed) > self.woken.load(Ordering::Relaxed) {
+        // Acquire pairs with `park`'s release of `parked` (see there).
+        if self.parked.load(Ordering::Acquire) > self.woken.load(Ordering::Relaxed) {
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
             // Exact under the lock. A thread counted in `parked` is waiting or
             // on its way out, so a notify now wakes a sleeper if one is left.
@@ -248,11 +249,15 @@ impl<T> JobQueue<T> {
         }
         // Still under the lock: leave, taking one notification with us (ours,
         // or, after a spurious wake, another's: its thread then takes none).
-        self.parked.fetch_sub(1, Ordering::Relaxed);
+        // `woken` first, and `parked` released after it: a `wake_one` that
+        // sees us gone from `parked` sees our `woken` gone too, so it never
+        // reads a sleeper as notified (a lost wake); the other way round it
+        // only notifies once too often.
         let woken = self.woken.load(Ordering::Relaxed);
         if woken > 0 {
             self.woken.store(woken - 1, Ordering::Relaxed);
         }
+        self.parked.fetch_sub(1, Ordering::Release);
         drop(guard);
     }
 }
@@ -413,11 +418,24 @@ mod tests {
     #[test]
     fn a_parked_thread_is_notified_once_however_many_jobs_follow() {
         // Each round: one thread parked, then three pushes back to back. The
-        // first notifies; the others come while the woken thread is still on
-        // its way out of `park` (microseconds, against the pushes' tens of
-        // nanoseconds) and must not notify it again.
+        // first notifies; the taker then waits at a gate after each job, so
+        // it cannot park again before the round ends, and the other two
+        // pushes come while it is on its way out of `park` (or gone from it):
+        // neither may notify it again.
         let (queue, _) = counting_queue(8);
-        let rx = parked_takers(&queue, 1);
+        let (tx, rx) = mpsc::channel();
+        let (gate, gated) = mpsc::channel::<()>();
+        let taker = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                while let Some(job) = queue.next_job() {
+                    tx.send(job).unwrap();
+                    if gated.recv().is_err() {
+                        return;
+                    }
+                }
+            })
+        };
         for round in 0..50u32 {
             while queue.parked.load(Ordering::SeqCst) == 0 {
                 thread::yield_now();
@@ -426,15 +444,18 @@ mod tests {
             for n in 0..3 {
                 queue.push(round * 3 + n).unwrap();
             }
+            let notified = queue.notifies.load(Ordering::SeqCst) - before;
             for n in 0..3 {
                 assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(round * 3 + n));
+                gate.send(()).unwrap();
             }
             assert_eq!(
-                queue.notifies.load(Ordering::SeqCst) - before,
-                1,
+                notified, 1,
                 "round {round}: a thread already notified was notified again"
             );
         }
+        queue.close();
+        taker.join().unwrap();
     }
 
     #[test]
