@@ -54,7 +54,9 @@ from common import Conn, Server, percentile, request
 
 CONNECTIONS = 16
 THREADS = 4
-PATH = "/busy?ms=0.3"
+# The view's GIL-holding time (--ms).
+MS = 0.3
+PATH = "/busy?ms=%g" % MS
 
 # CPython's switch interval (sys.getswitchinterval(), 5 ms by default): the
 # longest a waiter lets one thread hold the GIL before forcing it off.
@@ -67,7 +69,7 @@ def fair_bound(connections, ms):
     return connections + math.ceil(SWITCH_INTERVAL_MS / ms)
 
 
-FAIR_BOUND = fair_bound(CONNECTIONS, 0.3)
+FAIR_BOUND = fair_bound(CONNECTIONS, MS)
 
 ARMS = {
     "fair": ({}, "in order"),
@@ -179,7 +181,7 @@ def main():
     p.add_argument("--backend", default="uring")
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--arms", default="fair,convoy,nokeep")
-    p.add_argument("--ms", type=float, default=0.3, help="the view's GIL-holding time")
+    p.add_argument("--ms", type=float, default=MS, help="the view's GIL-holding time")
     p.add_argument("--connections", type=int, default=CONNECTIONS)
     p.add_argument("--attempts", type=int, default=3, help="runs an arm with a rule off gets to starve")
     args = p.parse_args()
