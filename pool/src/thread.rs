@@ -12,8 +12,6 @@ use std::panic::{self, AssertUnwindSafe};
 
 use pyo3::{ffi, PyErr, Python};
 
-use std::time::Instant;
-
 use crate::queue::JobQueue;
 use crate::turn::{Run, Turn};
 use crate::Job;
@@ -115,7 +113,7 @@ pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
     loop {
         // Both waits may park: they are called detached, so a parked thread
         // holds no GIL.
-        let asked = Instant::now();
+        let asked = turn.stats.queue_wait_start();
         let first = if turn.takes_attached() {
             if !queue.wait_for_job() {
                 break;
@@ -125,7 +123,7 @@ pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
             let Some(job) = queue.next_job() else { break };
             Some(job)
         };
-        turn.stats.queue_wait(asked.elapsed());
+        turn.stats.queue_wait(asked);
         serve(first, queue, turn, &mut run);
         turn.dropped(&mut run);
     }
