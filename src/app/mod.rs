@@ -17,12 +17,14 @@
 
 pub mod body_buffer;
 pub mod exchange;
+pub mod peer_text;
 #[doc(hidden)]
 pub mod testing;
 pub mod waiters;
 
 pub use body_buffer::{BodyBuffer, BufferConfig, BufferedBody};
 pub use exchange::{AppWaker, BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
+pub use peer_text::PeerText;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -119,9 +121,13 @@ pub fn decoded_path(path: &str) -> Cow<'_, [u8]> {
 /// The path of `path` as sent (still percent-encoded), without the scheme and
 /// authority of an absolute-form target.
 pub fn origin_path(path: &str) -> &str {
+    // The origin form, nearly every request: no search for "://".
+    if path.starts_with('/') {
+        return path;
+    }
     match path.split_once("://") {
-        Some((_, rest)) if !path.starts_with('/') => rest.find('/').map_or("/", |at| &rest[at..]),
-        _ => path,
+        Some((_, rest)) => rest.find('/').map_or("/", |at| &rest[at..]),
+        None => path,
     }
 }
 

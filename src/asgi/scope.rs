@@ -21,7 +21,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::app::{decoded_path, origin_path, AppRequest, RequestKind, ServerAddr};
+use crate::app::{decoded_path, origin_path, AppRequest, PeerText, RequestKind, ServerAddr};
 use crate::backend::Peer;
 use crate::http::Version;
 use crate::tls::TlsInfo;
@@ -242,7 +242,7 @@ pub(super) fn build<'py>(
     scope.set_item(intern!(py, "headers"), headers)?;
     match &request.peer {
         Peer::Tcp(addr) => {
-            let client = (addr.ip().to_string(), addr.port()).into_pyobject(py)?;
+            let client = (PeerText::ip(addr.ip()).as_str(), addr.port()).into_pyobject(py)?;
             scope.set_item(intern!(py, "client"), client)?;
         }
         Peer::Unix => scope.set_item(intern!(py, "client"), py.None())?,

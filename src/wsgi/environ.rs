@@ -32,7 +32,7 @@ use super::errors::Errors;
 use super::file_wrapper::FileWrapper;
 use super::input::Input;
 use super::WsgiConfig;
-use crate::app::{decoded_path, AppRequest, ServerAddr};
+use crate::app::{decoded_path, AppRequest, PeerText, ServerAddr};
 use crate::backend::Peer;
 use crate::http::Version;
 
@@ -190,8 +190,10 @@ pub(super) fn build<'py>(
     environ.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
     match &request.peer {
         Peer::Tcp(addr) => {
-            environ.set_item(intern!(py, "REMOTE_ADDR"), addr.ip().to_string())?;
-            environ.set_item(intern!(py, "REMOTE_PORT"), addr.port().to_string())?;
+            let host = PeerText::ip(addr.ip());
+            environ.set_item(intern!(py, "REMOTE_ADDR"), host.as_str())?;
+            let port = PeerText::port(addr.port());
+            environ.set_item(intern!(py, "REMOTE_PORT"), port.as_str())?;
         }
         Peer::Unix => environ.set_item(intern!(py, "REMOTE_ADDR"), intern!(py, ""))?,
     }
