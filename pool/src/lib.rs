@@ -23,6 +23,7 @@ mod stats;
 mod thread;
 mod turn;
 
+use std::any::Any;
 use std::io;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -36,8 +37,48 @@ pub use thread::keep_thread_state;
 use turn::Turn;
 pub use turn::{TurnConfig, SLICE};
 
-/// A view to run on a pool thread, with the GIL held.
-pub type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send + 'static>;
+/// A view to run on a pool thread, with the GIL held: any
+/// `FnOnce(Python)`, or a type of the caller's own that a refused submit
+/// hands back whole (so the caller can take its request out of it again).
+pub trait Job: Send + 'static {
+    fn run(self: Box<Self>, py: Python<'_>);
+}
+
+impl<F> Job for F
+where
+    F: for<'py> FnOnce(Python<'py>) + Send + 'static,
+{
+    fn run(self: Box<Self>, py: Python<'_>) {
+        (*self)(py)
+    }
+}
+
+/// A job as the queue holds it: boxed once, and recoverable as its own type
+/// when the queue refuses it.
+pub(crate) trait Queued: Send {
+    fn run(self: Box<Self>, py: Python<'_>);
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+impl<J: Job> Queued for J {
+    fn run(self: Box<Self>, py: Python<'_>) {
+        Job::run(self, py)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+pub(crate) type Boxed = Box<dyn Queued>;
+
+/// The job a refused push handed back, as the type it was submitted as.
+fn unboxed<J: Job>(refused: Boxed) -> J {
+    *refused
+        .into_any()
+        .downcast::<J>()
+        .unwrap_or_else(|_| unreachable!("a refused push hands back the job it was given"))
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
@@ -49,7 +90,7 @@ pub struct Config {
 
 /// Pool threads `m0-pool-0` … `m0-pool-{N-1}` and their job queue.
 pub struct Pool {
-    queue: Arc<JobQueue<Job>>,
+    queue: Arc<JobQueue<Boxed>>,
     turn: Arc<Turn>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -103,8 +144,8 @@ impl Pool {
     }
 
     /// Queue `job`; hands it back when the queue is full.
-    pub fn try_submit(&self, job: Job) -> Result<(), Job> {
-        self.queue.push(job)
+    pub fn try_submit<J: Job>(&self, job: J) -> Result<(), J> {
+        self.queue.push(Box::new(job)).map_err(unboxed)
     }
 
     /// Queue `job` without waking a pool thread; hands it back when the
@@ -112,8 +153,8 @@ impl Pool {
     /// jobs so queued, soon: a core thread pays it at the end of its pass, so
     /// a pool thread sharing its CPU runs the pass's jobs in one go instead of
     /// preempting it at the first one.
-    pub fn try_submit_quiet(&self, job: Job) -> Result<(), Job> {
-        self.queue.push_quiet(job)
+    pub fn try_submit_quiet<J: Job>(&self, job: J) -> Result<(), J> {
+        self.queue.push_quiet(Box::new(job)).map_err(unboxed)
     }
 
     /// What wakes the pool's parked threads for jobs queued quietly; `None`
@@ -168,7 +209,7 @@ impl Pool {
 /// Wakes a pool's parked threads for jobs queued with
 /// [`Pool::try_submit_quiet`]; outlives the pool harmlessly.
 #[derive(Clone)]
-pub struct PoolWaker(Arc<JobQueue<Job>>);
+pub struct PoolWaker(Arc<JobQueue<Boxed>>);
 
 impl PoolWaker {
     /// Wake a parked pool thread for `jobs` (> 0) queued quietly (none

@@ -14,7 +14,7 @@ use pyo3::{ffi, PyErr, Python};
 
 use crate::queue::JobQueue;
 use crate::turn::{Run, Turn};
-use crate::Job;
+use crate::Boxed;
 
 /// The calling thread's own Python thread state, kept from [`keep`] to drop,
 /// detached (the GIL free) in between.
@@ -104,7 +104,7 @@ pub fn keep_thread_state() {
 /// With the keep rule on, a thread takes its jobs only while it holds the GIL
 /// ([`Turn::takes_attached`]): it waits for a job to be queued, attaches, and
 /// then pops. Otherwise it pops first and attaches to run what it popped.
-pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
+pub(crate) fn run(queue: &JobQueue<Boxed>, turn: &Turn) {
     if turn.batch {
         crate::sched::behind_cores();
     }
@@ -133,7 +133,7 @@ pub(crate) fn run(queue: &JobQueue<Job>, turn: &Turn) {
 /// or the next queued one), then the jobs already queued behind it while the
 /// slice lasts (the keep rule). A job another thread took meanwhile leaves
 /// nothing to do.
-fn serve(first: Option<Job>, queue: &JobQueue<Job>, turn: &Turn, run: &mut Run) {
+fn serve(first: Option<Boxed>, queue: &JobQueue<Boxed>, turn: &Turn, run: &mut Run) {
     let asked = turn.enter_attach();
     Python::attach(|py| {
         turn.attached(asked, run);
@@ -154,8 +154,8 @@ fn serve(first: Option<Job>, queue: &JobQueue<Job>, turn: &Turn, run: &mut Run) 
 }
 
 /// Run one job; a panic ends the job, not the thread.
-fn run_job(py: Python<'_>, job: Job) {
-    if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| job(py))) {
+fn run_job(py: Python<'_>, job: Boxed) {
+    if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| job.run(py))) {
         // A job that unwound mid-call may leave a Python error set on this
         // thread state, which the next job would trip over as its own.
         if PyErr::occurred(py) {

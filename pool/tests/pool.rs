@@ -98,7 +98,7 @@ fn many_jobs_through_four_threads_are_all_answered() {
         let tx = tx.clone();
         room.submit(
             &pool,
-            Box::new(move |py| {
+            Box::new(move |py: Python<'_>| {
                 let doubled: u64 = PyInt::new(py, n)
                     .call_method1("__add__", (n,))
                     .unwrap()
@@ -125,7 +125,10 @@ fn each_pool_thread_keeps_one_thread_state_across_jobs() {
     let (tx, rx) = mpsc::channel();
     for _ in 0..JOBS {
         let (tx, local) = (tx.clone(), local.clone());
-        room.submit(&pool, Box::new(move |py| tx.send(see(py, &local)).unwrap()));
+        room.submit(
+            &pool,
+            Box::new(move |py: Python<'_>| tx.send(see(py, &local)).unwrap()),
+        );
     }
     let mut by_thread: HashMap<String, Vec<Seen>> = HashMap::new();
     for _ in 0..JOBS {
@@ -276,18 +279,18 @@ fn shutdown_finishes_the_queued_jobs_then_joins() {
 fn a_panicking_job_does_not_kill_its_thread() {
     // One thread, so the job after the panics must run on the same thread.
     let (pool, _room) = start(1, 8);
-    pool.try_submit(Box::new(|_py| panic!("a view's bug")))
+    pool.try_submit(Box::new(|_py: Python<'_>| panic!("a view's bug")))
         .map_err(|_| "refused")
         .unwrap();
     // One that panics with a Python error set: the next job must not see it.
-    pool.try_submit(Box::new(|py| {
+    pool.try_submit(Box::new(|py: Python<'_>| {
         PyValueError::new_err("left behind").restore(py);
         panic!("a view's bug, mid-call");
     }))
     .map_err(|_| "refused")
     .unwrap();
     let (tx, rx) = mpsc::channel();
-    pool.try_submit(Box::new(move |py| {
+    pool.try_submit(Box::new(move |py: Python<'_>| {
         let clean = !PyErr::occurred(py);
         tx.send((thread::current().name().map(str::to_owned), clean))
             .unwrap();
@@ -370,7 +373,7 @@ fn throughput_of_trivial_jobs() {
             let ran = ran.clone();
             room.submit(
                 &pool,
-                Box::new(move |_py| {
+                Box::new(move |_py: Python<'_>| {
                     ran.fetch_add(1, Ordering::Relaxed);
                 }),
             );
@@ -384,7 +387,7 @@ fn throughput_of_trivial_jobs() {
         let began = Instant::now();
         for _ in 0..ONE_AT_A_TIME {
             let tx = tx.clone();
-            pool.try_submit(Box::new(move |_py| tx.send(()).unwrap()))
+            pool.try_submit(Box::new(move |_py: Python<'_>| tx.send(()).unwrap()))
                 .map_err(|_| "refused")
                 .unwrap();
             rx.recv_timeout(PATIENCE).unwrap();

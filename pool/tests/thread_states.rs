@@ -42,7 +42,7 @@ fn kept_thread_states_live_as_long_as_their_threads() {
         let (all_in, tx) = (all_in.clone(), tx.clone());
         room.submit(
             &pool,
-            Box::new(move |py| {
+            Box::new(move |py: Python<'_>| {
                 py.detach(|| {
                     all_in.wait();
                 });
@@ -55,7 +55,7 @@ fn kept_thread_states_live_as_long_as_their_threads() {
     }
     assert_eq!(thread_states(), before + 3);
     for _ in 0..50 {
-        room.submit(&pool, Box::new(|_py| ()));
+        room.submit(&pool, |_py: Python<'_>| ());
     }
     assert_eq!(thread_states(), before + 3);
     shutdown_detached(pool);

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{shutdown_detached, PATIENCE};
-use m0serve_pool::{Config, Counters, Job, Pool, TurnConfig};
+use common::{shutdown_detached, BoxedJob, PATIENCE};
+use m0serve_pool::{Config, Counters, Pool, TurnConfig};
 
 /// A view that waits 50 µs without the GIL (a short query), then holds the
 /// GIL for `spin` (the rendering). The wait lets a thread parked in the
@@ -20,7 +20,7 @@ use m0serve_pool::{Config, Counters, Job, Pool, TurnConfig};
 /// a holder that re-takes it within each 5 ms interval), so no run begins
 /// and the threads parked behind it starve: with views that only spin, one
 /// thread served all 400 jobs in 7 of 40 rounds.
-fn gil_holding_job(spin: Duration, done: mpsc::Sender<()>) -> Job {
+fn gil_holding_job(spin: Duration, done: mpsc::Sender<()>) -> BoxedJob {
     Box::new(move |py| {
         py.detach(|| std::thread::sleep(Duration::from_micros(50)));
         let end = Instant::now() + spin;
@@ -41,7 +41,7 @@ fn warm_up(pool: &Pool, threads: usize) {
     let (tx, rx) = mpsc::channel();
     for _ in 0..threads {
         let (begun, tx) = (begun.clone(), tx.clone());
-        let job: Job = Box::new(move |py| {
+        let job: BoxedJob = Box::new(move |py| {
             begun.fetch_add(1, Ordering::SeqCst);
             py.detach(|| {
                 let end = Instant::now() + PATIENCE;
@@ -149,7 +149,7 @@ fn a_shutdown_reaches_a_thread_inside_its_slice() {
     let ran = Arc::new(AtomicUsize::new(0));
     for _ in 0..64 {
         let ran = ran.clone();
-        let job: Job = Box::new(move |_py| {
+        let job: BoxedJob = Box::new(move |_py| {
             let end = Instant::now() + Duration::from_micros(200);
             while Instant::now() < end {
                 std::hint::spin_loop();
@@ -192,7 +192,7 @@ fn start_order(threads: usize, turn: TurnConfig, jobs: usize) -> Vec<usize> {
     for i in 0..jobs {
         let order = Arc::clone(&order);
         let done = gil_holding_job(Duration::from_micros(200), tx.clone());
-        let job: Job = Box::new(move |py| {
+        let job: BoxedJob = Box::new(move |py| {
             order.lock().unwrap().push(i);
             done(py);
         });
@@ -241,7 +241,7 @@ fn job_policy(turn: TurnConfig) -> i32 {
     )
     .unwrap();
     let (tx, rx) = mpsc::channel();
-    let job: Job = Box::new(move |_py| {
+    let job: BoxedJob = Box::new(move |_py| {
         // SAFETY: plain syscall about the calling thread.
         tx.send(unsafe { libc::sched_getscheduler(0) }).unwrap();
     });

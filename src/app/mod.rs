@@ -41,7 +41,10 @@ pub enum ServerAddr {
 
 /// A request handed to an application.
 pub struct AppRequest {
-    pub head: RequestHead,
+    /// Shared with the session, which keeps it for the access log and error
+    /// answers: no copy of the head per request, and the thread that parsed
+    /// it usually frees it (a free from another thread costs the allocator more).
+    pub head: Arc<RequestHead>,
     /// The client: the connection's peer, or the one a trusted proxy named.
     pub peer: Peer,
     /// What a trusted proxy forwarded (`--proxy-headers`; its `client` is

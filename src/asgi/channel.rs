@@ -37,20 +37,18 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::{BodyRead, Exchange, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
+use crate::http::RequestHead;
 
 use super::gate::Permit;
 use super::live::Live;
 use super::ready::Ready;
 
 /// `METHOD target`, formatted only when a log line needs it.
-pub(super) struct What {
-    pub(super) method: String,
-    pub(super) target: String,
-}
+pub(super) struct What(pub(super) Arc<RequestHead>);
 
 impl std::fmt::Display for What {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.method, self.target)
+        write!(f, "{} {}", self.0.method, self.0.target)
     }
 }
 

@@ -254,11 +254,7 @@ impl Executor {
             }
         };
         let is_head = request.head.is_head();
-        let mut head = request.head;
-        let what = channel::What {
-            method: std::mem::take(&mut head.method),
-            target: std::mem::take(&mut head.target),
-        };
+        let what = channel::What(request.head);
         let live = Arc::clone(&bound.live);
         let channel = Channel::new(exchange, id, live, what, is_head, request.kind, permit);
         let channel = Bound::new(py, channel)?;

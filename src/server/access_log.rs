@@ -11,6 +11,7 @@
 pub mod clf_time;
 pub mod format;
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use format::Format;
@@ -21,7 +22,7 @@ use crate::http::RequestHead;
 
 /// An answered request waiting for its last byte to go out.
 pub struct Answered {
-    pub head: RequestHead,
+    pub head: Arc<RequestHead>,
     pub status: u16,
     /// Body bytes of the answer.
     pub bytes: u64,

@@ -320,7 +320,7 @@ impl HttpSession {
         if let Some(format) = &self.shared.access_log {
             let headers = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
             let answer = access_log::Answered {
-                head: head.clone(),
+                head: Arc::new(head.clone()),
                 status,
                 bytes: sent,
                 response_headers: access_log::kept_headers(format, headers),

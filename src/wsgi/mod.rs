@@ -22,7 +22,7 @@ mod start_response;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use m0serve_pool::{Job, Pool, PoolWaker};
 use pyo3::exceptions::PyOSError;
@@ -127,40 +127,30 @@ impl WsgiApp {
         request: AppRequest,
         exchange: Arc<Exchange>,
     ) -> Result<(), Box<Refused>> {
-        // A refused job comes back as an opaque closure: the request lives in
-        // a slot both sides can reach, so that it can be handed back too.
-        let slot = Arc::new(Mutex::new(Some((request, exchange))));
-        let job: Job = {
-            let shared = Arc::clone(&self.shared);
-            let slot = Arc::clone(&slot);
-            Box::new(move |py| {
-                let taken = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
-                if let Some((request, exchange)) = taken {
-                    response::run(py, &shared, request, exchange);
-                }
-            })
+        let job = View {
+            shared: Arc::clone(&self.shared),
+            request,
+            exchange,
         };
         let Err(job) = self.push(pool, job) else {
             return Ok(());
         };
         // Register, then try once more (see [`Waiters`]).
-        if let Some((_, exchange)) = &*slot.lock().unwrap_or_else(PoisonError::into_inner) {
-            self.waiters.push(exchange);
-        }
-        let Err(job) = self.push(pool, job) else {
+        self.waiters.push(&job.exchange);
+        let Err(View {
+            request, exchange, ..
+        }) = self.push(pool, job)
+        else {
             return Ok(());
         };
-        drop(job);
-        let (request, exchange) = slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .expect("a refused job was never run, so its request is still in the slot");
         Err(Box::new(Refused { request, exchange }))
     }
 
     /// Queue `job`: on a core thread its wake waits for the end of the pass.
-    fn push(&self, pool: &Pool, job: Job) -> Result<(), Job> {
+    // The job comes back whole only when the queue is full; boxed, it would
+    // cost a second allocation on every request.
+    #[allow(clippy::result_large_err)]
+    fn push(&self, pool: &Pool, job: View) -> Result<(), View> {
         match &self.wake {
             Some(wake) if pass_end::on_core_thread() => {
                 pool.try_submit_quiet(job)?;
@@ -169,6 +159,25 @@ impl WsgiApp {
             }
             _ => pool.try_submit(job),
         }
+    }
+}
+
+/// A request on its way to a pool thread: the job's one allocation, handed
+/// back whole when the queue refuses it.
+struct View {
+    shared: Arc<Shared>,
+    request: AppRequest,
+    exchange: Arc<Exchange>,
+}
+
+impl Job for View {
+    fn run(self: Box<Self>, py: Python<'_>) {
+        let View {
+            shared,
+            request,
+            exchange,
+        } = *self;
+        response::run(py, &shared, request, exchange);
     }
 }
 

@@ -52,7 +52,7 @@ fn var<T: for<'py> FromPyObjectOwned<'py>>(module: &Py<PyModule>, name: &str) ->
 
 fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
     AppRequest {
-        head: RequestHead {
+        head: Arc::new(RequestHead {
             method: method.to_owned(),
             target: target.to_owned(),
             version: Version::Http11,
@@ -63,7 +63,7 @@ fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
             body: BodyKind::Empty,
             keep_alive: true,
             expect_continue: false,
-        },
+        }),
         peer: Peer::Tcp("10.1.2.3:5555".parse().unwrap()),
         forwarded: Default::default(),
         server: Arc::new(ServerAddr::Tcp {
@@ -259,7 +259,7 @@ fn forwarded_facts_reach_the_environ() {
 fn unix_sockets_name_the_server_by_its_path() {
     let (app, _) = load(ENVIRON_APP, 2, "");
     let mut req = request("POST", "/x", &[("Content-Length", "0")]);
-    req.head.version = Version::Http10;
+    Arc::make_mut(&mut req.head).version = Version::Http10;
     req.peer = Peer::Unix;
     req.server = Arc::new(ServerAddr::Unix("/run/app.sock".into()));
     let (_, _, body) = parts(&serve(&app, req));
@@ -378,7 +378,7 @@ fn the_head_waits_for_the_first_byte_and_may_be_replaced_until_then() {
     assert_eq!((status, &body[..]), (200, &b"w1r1"[..]));
 
     let mut head = get("/list");
-    head.head.method = "HEAD".to_owned();
+    Arc::make_mut(&mut head.head).method = "HEAD".to_owned();
     let (_, headers, body) = parts(&serve(&app, head));
     assert_eq!(body, b"", "no body for HEAD");
     assert_eq!(
@@ -512,7 +512,7 @@ fn the_body_is_read_as_the_client_sends_it() {
     let (app, _) = load(INPUT_APP, 1, "");
     let (ex, _board) = exchange(false);
     let mut req = request("POST", "/", &[("Transfer-Encoding", "chunked")]);
-    req.head.body = BodyKind::Chunked;
+    Arc::make_mut(&mut req.head).body = BodyKind::Chunked;
     app.call(req, ex.clone()).ok().expect("refused");
     // The app is waiting for the body: it arrives in pieces, lines split across them.
     for piece in ["ab", "c\nde", "f\ngh", "ij\nk\n", "rest"] {

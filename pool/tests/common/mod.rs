@@ -8,6 +8,10 @@ use std::thread;
 use std::time::Duration;
 
 use m0serve_pool::{Config, Job, Pool};
+use pyo3::Python;
+
+/// A job as the tests write one: any closure, boxed.
+pub type BoxedJob = Box<dyn for<'py> FnOnce(Python<'py>) + Send + 'static>;
 
 /// A bound on every wait, so a broken pool fails a test instead of hanging it.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -26,7 +30,7 @@ impl Room {
 
     /// Submit `job`, waiting for `on_room` after each refusal (a lost
     /// `on_room` panics after [`PATIENCE`]).
-    pub fn submit(&self, pool: &Pool, mut job: Job) {
+    pub fn submit<J: Job>(&self, pool: &Pool, mut job: J) {
         loop {
             let seen = self.calls();
             match pool.try_submit(job) {

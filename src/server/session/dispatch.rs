@@ -36,8 +36,8 @@ use super::{access_log, HttpSession};
 pub(super) struct AppCall {
     app: Arc<dyn App>,
     exchange: Arc<Exchange>,
-    /// For the access log.
-    head: RequestHead,
+    /// For the access log (shared with the app's request).
+    head: Arc<RequestHead>,
     /// The client as the app is told (a trusted proxy's, under
     /// `--proxy-headers`), for the access log, as uvicorn logs it.
     peer: Peer,
@@ -160,8 +160,9 @@ impl HttpSession {
         if self.tls.is_some() {
             forwarded.secure.get_or_insert(true);
         }
+        let head = Arc::new(head);
         let request = AppRequest {
-            head: head.clone(),
+            head: Arc::clone(&head),
             peer: peer.clone(),
             forwarded,
             server: self.shared.server.clone(),
@@ -336,7 +337,7 @@ impl HttpSession {
     fn log_app(&mut self, call: &mut AppCall, out: &[u8]) {
         if let Some(format) = self.shared.access_log.as_deref() {
             let answer = access_log::Answered {
-                head: call.head.clone(),
+                head: Arc::clone(&call.head),
                 status: call.status.unwrap_or(500),
                 bytes: call.sent,
                 response_headers: std::mem::take(&mut call.logged_headers),
