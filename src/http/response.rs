@@ -148,6 +148,11 @@ pub(crate) struct Written {
     pub keep_alive: bool,
 }
 
+/// Room reserved beyond the app's fields: the status line, the fields the
+/// server adds (`Date`, `Server`, framing) and the blank line take about 100
+/// bytes, which leaves the rest for a small body.
+const HEAD_ROOM: usize = 256;
+
 /// Writes a response head for `status` and the app's `headers` to `out`.
 ///
 /// The protocol owns framing and connection management, so of the app's
@@ -170,6 +175,10 @@ pub(crate) fn write_head(
     };
     let informational = (100..200).contains(&status);
     let upgrade = status == 101;
+    // One allocation for the head and a small body: grown from empty, a
+    // hello response's buffer was allocated once and reallocated three times.
+    let fields: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    out.reserve(fields + HEAD_ROOM);
     out.extend_from_slice(b"HTTP/1.1 ");
     push_int(out, u64::from(status), 10);
     out.push(b' ');
