@@ -29,22 +29,55 @@ fn check(head: &RequestHead, data: &[u8]) {
         "target {:?}",
         head.target
     );
+    let values = |name: &str| -> Vec<&[u8]> {
+        head.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+            .collect()
+    };
     // The request line, after any empty lines, is method SP target SP HTTP/1.x.
     let mut line = data;
     while let Some(rest) = line.strip_prefix(b"\r\n") {
         line = rest;
     }
-    let start = format!("{} {} HTTP/1.", head.method, head.target);
+    let method = format!("{} ", head.method);
     assert!(
-        line.starts_with(start.as_bytes()),
-        "request line vs {start:?}"
+        line.starts_with(method.as_bytes()),
+        "request line vs {method:?}"
     );
-    let minor = line[start.len()];
+    let rest = &line[method.len()..];
+    let sp = rest
+        .iter()
+        .position(|&b| b == b' ')
+        .expect("a space after the target");
+    let (sent, version) = (&rest[..sp], &rest[sp + 1..]);
+    assert!(version.starts_with(b"HTTP/1."), "version {version:?}");
+    let minor = version[7];
     assert_eq!(
         head.version == Version::Http10,
         minor == b'0',
         "minor version {minor}"
     );
+    if sent != head.target.as_bytes() {
+        // Only an absolute-form target is served as something else: its
+        // path and query ("/" for none), its authority as the one Host
+        // (RFC 9112 §3.2.2).
+        let sent = std::str::from_utf8(sent).expect("an absolute-form target is text");
+        let (scheme, rest) = sent.split_once("://").expect("an absolute-form target");
+        assert!(
+            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"),
+            "scheme {scheme:?}"
+        );
+        let (authority, origin) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+        let origin = if origin.is_empty() { "/" } else { origin };
+        assert_eq!(head.target, origin, "the origin-form of {sent:?}");
+        assert!(
+            !authority.is_empty() && !authority.contains('@'),
+            "authority {authority:?}"
+        );
+        assert_eq!(values("host"), [authority.as_bytes()], "Host of {sent:?}");
+    }
 
     for (name, value) in &head.headers {
         assert!(is_token(name.as_bytes()), "header name {name:?}");
@@ -57,13 +90,6 @@ fn check(head: &RequestHead, data: &[u8]) {
             "untrimmed value {value:?}"
         );
     }
-    let values = |name: &str| -> Vec<&[u8]> {
-        head.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
-            .collect()
-    };
     if head.version == Version::Http11 {
         assert_eq!(values("host").len(), 1, "Host lines");
     }
