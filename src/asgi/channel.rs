@@ -37,14 +37,36 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::{BodyRead, Exchange, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
-use crate::http::RequestHead;
+use crate::http::{BodyKind, RequestHead};
 
 use super::gate::Permit;
 use super::live::Live;
 use super::ready::Ready;
 
 /// `METHOD target`, formatted only when a log line needs it.
-pub(super) struct What(pub(super) Arc<RequestHead>);
+pub(super) struct What(Arc<RequestHead>);
+
+impl What {
+    /// The request's head, shared with the session: no copy per request.
+    pub(super) fn shared(head: Arc<RequestHead>) -> What {
+        What(head)
+    }
+
+    /// Only the method and target of `head`, for a request that lives as
+    /// long as its connection (a WebSocket): it keeps none of the headers,
+    /// which a client may have made as large as the limit allows.
+    pub(super) fn trimmed(head: &RequestHead) -> What {
+        What(Arc::new(RequestHead {
+            method: head.method.clone(),
+            target: head.target.clone(),
+            version: head.version,
+            headers: Vec::new(),
+            body: BodyKind::Empty,
+            keep_alive: head.keep_alive,
+            expect_continue: false,
+        }))
+    }
+}
 
 impl std::fmt::Display for What {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -426,5 +448,41 @@ impl Channel {
             self.abort_with("the ASGI application returned without completing the response");
         }
         self.ended();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::Version;
+
+    fn head() -> RequestHead {
+        RequestHead {
+            method: "GET".into(),
+            target: "/chat?room=1".into(),
+            version: Version::Http11,
+            headers: vec![("Cookie".into(), vec![b'x'; 60_000])],
+            body: BodyKind::Empty,
+            keep_alive: true,
+            expect_continue: false,
+        }
+    }
+
+    #[test]
+    fn a_websocket_keeps_only_its_method_and_target() {
+        let what = What::trimmed(&head());
+        assert_eq!(what.to_string(), "GET /chat?room=1");
+        assert!(
+            what.0.headers.is_empty(),
+            "a WebSocket kept the request's headers"
+        );
+    }
+
+    #[test]
+    fn an_http_request_shares_the_sessions_head() {
+        let head = Arc::new(head());
+        let what = What::shared(Arc::clone(&head));
+        assert_eq!(what.to_string(), "GET /chat?room=1");
+        assert!(Arc::ptr_eq(&what.0, &head), "the head was copied");
     }
 }

@@ -254,7 +254,10 @@ impl Executor {
             }
         };
         let is_head = request.head.is_head();
-        let what = channel::What(request.head);
+        let what = match request.kind {
+            RequestKind::Http => channel::What::shared(request.head),
+            RequestKind::WebSocket { .. } => channel::What::trimmed(&request.head),
+        };
         let live = Arc::clone(&bound.live);
         let channel = Channel::new(exchange, id, live, what, is_head, request.kind, permit);
         let channel = Bound::new(py, channel)?;
