@@ -29,6 +29,12 @@ fn check(head: &RequestHead, data: &[u8]) {
         "target {:?}",
         head.target
     );
+    // Served as origin-form, or `*` (RFC 9112 §3.2.1, §3.2.4); never with a fragment.
+    assert!(
+        (head.target.starts_with('/') || head.target == "*") && !head.target.contains('#'),
+        "target {:?}",
+        head.target
+    );
     let values = |name: &str| -> Vec<&[u8]> {
         head.headers
             .iter()
@@ -70,8 +76,16 @@ fn check(head: &RequestHead, data: &[u8]) {
             "scheme {scheme:?}"
         );
         let (authority, origin) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
-        let origin = if origin.is_empty() { "/" } else { origin };
-        assert_eq!(head.target, origin, "the origin-form of {sent:?}");
+        // An empty path is "/" (RFC 9110 §4.2.3); the parser may instead
+        // refuse one followed by a query, but never serve it without "/".
+        let served = if origin.starts_with('/') {
+            origin.to_owned()
+        } else {
+            format!("/{origin}")
+        };
+        assert_eq!(head.target, served, "the origin-form of {sent:?}");
+        assert!(!sent.contains('#'), "a fragment in {sent:?}");
+        assert!(!authority.starts_with(':'), "no host in {sent:?}");
         assert!(
             !authority.is_empty() && !authority.contains('@'),
             "authority {authority:?}"

@@ -48,6 +48,9 @@ pub(super) struct What(Arc<RequestHead>);
 
 impl What {
     /// The request's head, shared with the session: no copy per request.
+    /// The session holds it until the answer is written anyway; a task that
+    /// runs on after its answer (a background task) keeps it until it ends,
+    /// which the executor's `--backpressure` bounds like the task itself.
     pub(super) fn shared(head: Arc<RequestHead>) -> What {
         What(head)
     }
