@@ -39,6 +39,7 @@ use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use super::body_buffer::BufferedBody;
+use super::fields::Fields;
 use crate::backend::Notifier;
 
 /// The answer, piece by piece, as the application produces it.
@@ -46,7 +47,7 @@ use crate::backend::Notifier;
 pub enum ResponseEvent {
     Start {
         status: u16,
-        headers: Vec<(String, Vec<u8>)>,
+        headers: Fields,
     },
     Body(Vec<u8>),
     /// `len` bytes of `file` from `offset`, sent by the core thread (zero-copy where it can).
@@ -63,7 +64,7 @@ pub enum ResponseEvent {
     /// headers, then `headers`). `subprotocol` must be one the client offered.
     WsAccept {
         subprotocol: Option<String>,
-        headers: Vec<(String, Vec<u8>)>,
+        headers: Fields,
     },
     /// A WebSocket message to the client (after `WsAccept`).
     WsText(String),
@@ -229,6 +230,15 @@ impl Exchange {
             changed: Condvar::new(),
             app_waker: OnceLock::new(),
         }
+    }
+
+    /// Give the exchange an empty vector (with room) for the app's events:
+    /// the session's own, which [`Exchange::take_events`] swaps back.
+    pub fn lending(mut self, events: Vec<ResponseEvent>) -> Self {
+        debug_assert!(events.is_empty(), "lent a vector with events in it");
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        state.events = events;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -519,7 +529,8 @@ impl Exchange {
     pub fn take_events(&self, into: &mut Vec<ResponseEvent>) {
         let mut s = self.lock();
         if into.is_empty() {
-            // The app's vector itself: no allocation and no copy on this side.
+            // The app's vector itself, and `into`'s room for the app's next
+            // events: no allocation and no copy on either side.
             std::mem::swap(into, &mut s.events);
         } else {
             into.append(&mut s.events);
@@ -694,12 +705,33 @@ mod tests {
     }
 
     #[test]
+    fn a_lent_vector_comes_back_with_the_events_and_the_app_gets_the_takers() {
+        let board = Board::new(1);
+        let notifier = Notifier::new(board, 0, Key::new(3, 1));
+        let lent: Vec<ResponseEvent> = Vec::with_capacity(8);
+        let lent_at = lent.as_ptr();
+        let ex = Exchange::new(notifier, false, false).lending(lent);
+        let _ = ex.try_send(ResponseEvent::Body(b"a".to_vec()));
+        let _ = ex.try_send(ResponseEvent::End);
+        let mut taker: Vec<ResponseEvent> = Vec::with_capacity(4);
+        let taker_at = taker.as_ptr();
+        ex.take_events(&mut taker);
+        assert_eq!(taker.as_ptr(), lent_at, "the events came in another vector");
+        assert_eq!(taker.len(), 2);
+        // The app's next events go into the taker's room: no allocation.
+        let _ = ex.try_send(ResponseEvent::End);
+        taker.clear();
+        ex.take_events(&mut taker);
+        assert_eq!(taker.as_ptr(), taker_at);
+    }
+
+    #[test]
     fn events_notify_the_core_only_when_its_queue_was_empty() {
         let (ex, board) = exchange(false, false);
         let send = |e| assert!(matches!(ex.try_send(e), Ok(Sent::Queued)));
         send(ResponseEvent::Start {
             status: 200,
-            headers: vec![],
+            headers: Default::default(),
         });
         send(ResponseEvent::Body(b"a".to_vec()));
         send(ResponseEvent::Body(b"b".to_vec()));

@@ -155,7 +155,7 @@ pub fn answer(ex: &Exchange, status: u16, body: &[u8]) -> Result<(), Gone> {
         ex,
         ResponseEvent::Start {
             status,
-            headers: vec![("Content-Length".into(), length)],
+            headers: vec![("Content-Length", length)].into(),
         },
     )?;
     send(ex, ResponseEvent::Body(body.to_vec()))?;
@@ -183,7 +183,7 @@ pub fn ws_echo(request: AppRequest, ex: Arc<Exchange>) {
     };
     let accept = ResponseEvent::WsAccept {
         subprotocol: subprotocols.into_iter().next(),
-        headers: vec![],
+        headers: Default::default(),
     };
     if send(&ex, accept).is_ok() {
         echo_messages(&ex);

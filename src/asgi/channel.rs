@@ -32,10 +32,10 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::app::exchange::BODY_HIGH_WATER;
-use crate::app::{BodyRead, Exchange, RequestKind, ResponseEvent, Sent};
+use crate::app::{BodyRead, Exchange, Fields, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 use crate::http::{BodyKind, RequestHead};
 
@@ -232,16 +232,13 @@ impl Channel {
                 "status {status} is not a final status (200 to 599)"
             )));
         }
-        let mut headers = Vec::new();
+        let mut headers = Fields::default();
         if let Some(list) = message.get_item(intern!(py, "headers"))? {
-            for pair in list.try_iter()? {
-                let (name, value): (Vec<u8>, Vec<u8>) = pair?.extract()?;
+            headers = fields(&list, |name, value| {
                 if name.eq_ignore_ascii_case(b"content-length") {
-                    self.length = self.length.or(parse_length(&value));
+                    self.length = self.length.or(parse_length(value));
                 }
-                // A name that is not UTF-8 is not a token: the protocol drops it.
-                headers.push((String::from_utf8_lossy(&name).into_owned(), value));
-            }
+            })?;
         }
         self.status_allows_body = !matches!(status, 204 | 304);
         self.answer = Answer::Started;
@@ -324,6 +321,38 @@ impl Channel {
         tracing::error!(target: "m0serve::asgi", "{}: {why}", self.what);
         let _ = self.exchange.try_send(ResponseEvent::Abort);
     }
+}
+
+/// The `headers` of a start or accept message, as one [`Fields`] buffer.
+/// Each pair is a tuple of two byte strings; `seen` is shown each as given.
+fn fields(list: &Bound<'_, PyAny>, mut seen: impl FnMut(&[u8], &[u8])) -> PyResult<Fields> {
+    let mut fields = Fields::default();
+    for pair in list.try_iter()? {
+        let pair = pair?;
+        // The common shape, borrowed; anything else as pyo3 extracts it (and
+        // refuses it, with its message).
+        let borrowed = pair
+            .cast::<PyTuple>()
+            .ok()
+            .filter(|t| t.len() == 2)
+            .and_then(|t| {
+                let name = t.get_item(0).ok()?.cast_into::<PyBytes>().ok()?;
+                let value = t.get_item(1).ok()?.cast_into::<PyBytes>().ok()?;
+                Some((name, value))
+            });
+        let owned;
+        let (name, value) = match &borrowed {
+            Some((name, value)) => (name.as_bytes(), value.as_bytes()),
+            None => {
+                owned = pair.extract::<(Vec<u8>, Vec<u8>)>()?;
+                (&owned.0[..], &owned.1[..])
+            }
+        };
+        seen(name, value);
+        // A name that is not UTF-8 is not a token: the protocol drops it.
+        fields.push(&String::from_utf8_lossy(name), value);
+    }
+    Ok(fields)
 }
 
 fn is_done(future: &Bound<'_, PyAny>) -> PyResult<bool> {

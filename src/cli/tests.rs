@@ -59,7 +59,7 @@ fn get(path: &str) -> RequestHead {
         method: "GET".into(),
         target: path.into(),
         version: Version::Http11,
-        headers: vec![],
+        headers: Default::default(),
         body: BodyKind::Empty,
         keep_alive: true,
         expect_continue: false,

@@ -178,7 +178,7 @@ fn a_slow_client_makes_the_app_wait_for_room() {
             let length = TOTAL.to_string().into_bytes();
             let start = ResponseEvent::Start {
                 status: 200,
-                headers: vec![("Content-Length".into(), length)],
+                headers: vec![("Content-Length", length)].into(),
             };
             send(&ex, start).unwrap();
             for piece in 0..TOTAL / 65536 {
@@ -222,7 +222,7 @@ fn a_client_gone_mid_answer_fails_the_apps_next_send() {
         let app = Arc::new(ThreadApp::new(move |_req, ex| {
             let start = ResponseEvent::Start {
                 status: 200,
-                headers: vec![],
+                headers: Default::default(),
             };
             send(&ex, start).unwrap();
             // An endless stream: only the client's departure ends it.
@@ -273,7 +273,7 @@ fn ws_echo_app() -> (ThreadApp, Arc<std::sync::Mutex<Option<Option<u16>>>>) {
     let app = ThreadApp::new(move |_req, ex| {
         let accept = ResponseEvent::WsAccept {
             subprotocol: None,
-            headers: vec![],
+            headers: Default::default(),
         };
         send(&ex, accept).unwrap();
         *seen.lock().unwrap() = Some(crate::app::testing::echo_messages(&ex));

@@ -36,7 +36,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::app::{App, BufferConfig, ServerAddr};
+use crate::app::{App, BufferConfig, ResponseEvent, ServerAddr};
 use crate::backend::{Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol::Preamble;
 use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
@@ -134,6 +134,7 @@ impl Service for HttpService {
             queue: VecDeque::new(),
             pending: None,
             app: None,
+            events: Vec::new(),
             ws: None,
             queued: 0,
             closed: false,
@@ -182,6 +183,11 @@ pub struct HttpSession {
     pending: Option<(RequestHead, Reply)>,
     /// The request the application is answering.
     app: Option<AppCall>,
+    /// The vector the app's events come in, empty between takes: lent to
+    /// each request's exchange and swapped back with its events, so that a
+    /// keep-alive connection's answers allocate none (and free none on the
+    /// core that the app thread allocated).
+    events: Vec<ResponseEvent>,
     /// The WebSocket the application accepted: the connection is no longer HTTP.
     ws: Option<WsSession>,
     /// Bytes queued (file bodies counted too).

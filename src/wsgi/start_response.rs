@@ -18,6 +18,7 @@
 //! an answer that ends short of it is aborted, so the client sees the
 //! connection close rather than a response of the wrong length.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyTypeError, PyValueError};
@@ -25,10 +26,14 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::app::{Exchange, Gone, ResponseEvent, Sent};
+use crate::app::{Exchange, Fields, Gone, ResponseEvent, Sent};
 use crate::http::response::{self, is_tchar, status_allows_body};
 
 /// Headers an application must not send (RFC 9110 §7.6.1, PEP 3333).
+/// Name and value bytes reserved per header field: one buffer holds a
+/// typical answer's fields without growing.
+const FIELD_ROOM: usize = 64;
+
 const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
@@ -50,7 +55,7 @@ pub(super) enum Flow {
 /// A response head given to start_response and not yet sent.
 struct Head {
     status: u16,
-    headers: Vec<(String, Vec<u8>)>,
+    headers: Fields,
     content_length: Option<u64>,
 }
 
@@ -146,7 +151,7 @@ impl StartResponse {
         if let Some(head) = self.head.as_mut().filter(|h| h.content_length.is_none()) {
             if status_allows_body(head.status) {
                 head.headers
-                    .push(("Content-Length".to_owned(), len.to_string().into_bytes()));
+                    .push("Content-Length", len.to_string().as_bytes());
                 head.content_length = Some(len);
             }
         }
@@ -310,7 +315,9 @@ fn parse_head(status: &Bound<'_, PyAny>, headers: &Bound<'_, PyAny>) -> PyResult
             type_name(headers)
         )));
     };
-    let mut parsed = Vec::with_capacity(items.len()?);
+    let count = items.len()?;
+    // Most fields are short: one allocation for all of them, as a rule.
+    let mut parsed = Fields::with_capacity(count, count * FIELD_ROOM);
     let mut content_length = None;
     for item in items.try_iter()? {
         let item = item?;
@@ -333,9 +340,9 @@ fn parse_head(status: &Bound<'_, PyAny>, headers: &Bound<'_, PyAny>) -> PyResult
             )));
         };
         let (name, value) = (name.to_str()?, value.to_str()?);
-        let header = parse_header(name, value).map_err(PyValueError::new_err)?;
+        let bytes = parse_header(name, value).map_err(PyValueError::new_err)?;
         if name.eq_ignore_ascii_case("content-length") {
-            let len = parse_length(&header.1).map_err(PyValueError::new_err)?;
+            let len = parse_length(&bytes).map_err(PyValueError::new_err)?;
             if content_length.is_some_and(|l| l != len) {
                 return Err(PyValueError::new_err(
                     "start_response(): differing Content-Length headers",
@@ -343,7 +350,7 @@ fn parse_head(status: &Bound<'_, PyAny>, headers: &Bound<'_, PyAny>) -> PyResult
             }
             content_length = Some(len);
         }
-        parsed.push(header);
+        parsed.push(name, &bytes);
     }
     Ok(Head {
         status,
@@ -373,7 +380,7 @@ fn parse_status(status: &str) -> Result<u16, String> {
 }
 
 /// A header checked and its value encoded as latin-1.
-fn parse_header(name: &str, value: &str) -> Result<(String, Vec<u8>), String> {
+fn parse_header<'v>(name: &str, value: &'v str) -> Result<Cow<'v, [u8]>, String> {
     if name.is_empty() || !name.bytes().all(is_tchar) {
         return Err(format!(
             "start_response(): {name:?} is not a valid header name"
@@ -384,20 +391,28 @@ fn parse_header(name: &str, value: &str) -> Result<(String, Vec<u8>), String> {
             "start_response(): {name} is a hop-by-hop header, which the server manages (PEP 3333)"
         ));
     }
+    let allowed = |c: char| c == '\t' || (c >= ' ' && c != '\x7f');
+    let refused = |c: char| {
+        format!(
+            "start_response(): the value of {name} has {c:?}: control characters and \
+             chars beyond latin-1 are not allowed"
+        )
+    };
+    if value.is_ascii() {
+        // Its bytes are its latin-1 bytes: nothing to convert.
+        return match value.chars().find(|&c| !allowed(c)) {
+            Some(c) => Err(refused(c)),
+            None => Ok(Cow::Borrowed(value.as_bytes())),
+        };
+    }
     let mut bytes = Vec::with_capacity(value.len());
     for c in value.chars() {
-        let allowed = c == '\t' || (c >= ' ' && c != '\x7f');
         match u8::try_from(u32::from(c)) {
-            Ok(b) if allowed => bytes.push(b),
-            _ => {
-                return Err(format!(
-                    "start_response(): the value of {name} has {c:?}: control characters and \
-                     chars beyond latin-1 are not allowed"
-                ))
-            }
+            Ok(b) if allowed(c) => bytes.push(b),
+            _ => return Err(refused(c)),
         }
     }
-    Ok((name.to_owned(), bytes))
+    Ok(Cow::Owned(bytes))
 }
 
 /// The app's Content-Length, held to the protocol's strict reading.
@@ -433,12 +448,12 @@ mod tests {
     #[test]
     fn headers() {
         assert_eq!(
-            parse_header("Content-Type", "text/plain"),
-            Ok(("Content-Type".to_owned(), b"text/plain".to_vec()))
+            parse_header("Content-Type", "text/plain").as_deref(),
+            Ok(&b"text/plain"[..])
         );
         assert_eq!(
-            parse_header("X-Name", "caf\u{e9}\tx"),
-            Ok(("X-Name".to_owned(), b"caf\xe9\tx".to_vec()))
+            parse_header("X-Name", "caf\u{e9}\tx").as_deref(),
+            Ok(&b"caf\xe9\tx"[..])
         );
         for (name, value) in [
             ("Bad Name", "v"),
@@ -446,6 +461,8 @@ mod tests {
             ("X:Y", "v"),
             ("X-Inject", "a\r\nSet-Cookie: x"),
             ("X-Nul", "a\0"),
+            ("X-Del", "a\x7f"),
+            ("X-Wide-Del", "\u{e9}\x7f"),
             ("X-Wide", "\u{20ac}"),
             ("Connection", "close"),
             ("transfer-encoding", "chunked"),

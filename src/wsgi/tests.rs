@@ -134,7 +134,7 @@ fn parts(events: &[ResponseEvent]) -> (u16, Vec<(String, String)>, Vec<u8>) {
     );
     let headers = headers
         .iter()
-        .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+        .map(|(n, v)| (n.to_owned(), String::from_utf8_lossy(v).into_owned()))
         .collect();
     let body = events
         .iter()
@@ -640,9 +640,9 @@ fn file_wrappers_of_regular_files_are_sent_from_their_descriptor() {
             (100, want_len),
             "{target}: from the file's position"
         );
-        let length = headers.iter().find(|(n, _)| n == "Content-Length");
+        let length = headers.iter().find(|(n, _)| *n == "Content-Length");
         assert_eq!(
-            length.map(|(_, v)| &v[..]),
+            length.map(|(_, v)| v),
             Some(want_len.to_string().as_bytes())
         );
         let mut sent = vec![0; want_len as usize];

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::{Answer, Channel};
-use crate::app::{ResponseEvent, WsMessage};
+use crate::app::{Fields, ResponseEvent, WsMessage};
 use crate::ws::close::{is_valid_code, ABNORMAL, NORMAL};
 
 /// Where the WebSocket stands, from the app's sends.
@@ -127,13 +127,10 @@ impl Channel {
                         )));
                     }
                 }
-                let mut headers = Vec::new();
-                if let Some(list) = get(message, intern!(py, "headers"))? {
-                    for pair in list.try_iter()? {
-                        let (name, value): (Vec<u8>, Vec<u8>) = pair?.extract()?;
-                        headers.push((String::from_utf8_lossy(&name).into_owned(), value));
-                    }
-                }
+                let headers = match get(message, intern!(py, "headers"))? {
+                    Some(list) => super::fields(&list, |_, _| {})?,
+                    None => Fields::default(),
+                };
                 self.ws().stage = Stage::Accepted;
                 self.answer = Answer::Started;
                 self.send_event(ResponseEvent::WsAccept {

@@ -150,7 +150,8 @@ impl HttpSession {
         };
         let whole_body = inline || buffer.is_some();
         let expect_continue = head.expect_continue && !whole_body;
-        let exchange = Exchange::new(self.notifier.clone(), inline, expect_continue);
+        let exchange = Exchange::new(self.notifier.clone(), inline, expect_continue)
+            .lending(std::mem::take(&mut self.events));
         if whole_body {
             // The core reads the whole body before the app runs: a client
             // waiting for `100 Continue` would wait for ever.
@@ -240,23 +241,28 @@ impl HttpSession {
             call.continue_owed = false;
             self.conn.write_continue(out);
         }
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.events);
         call.exchange.take_events(&mut events);
-        let mut events = events.into_iter();
-        while let Some(event) = events.next() {
+        let mut taken = events.drain(..);
+        while let Some(event) = taken.next() {
             match self.app_event(&mut call, event, out) {
                 Step::More => {}
                 Step::Over => {
+                    drop(taken);
+                    self.events = events;
                     call.exchange.close();
                     return;
                 }
                 Step::Upgraded => {
                     // What followed the accept is the WebSocket's already.
+                    let rest = taken.collect();
                     self.start_ws(call.exchange);
-                    return self.ws_events(events.collect(), out);
+                    return self.ws_events(rest, out);
                 }
             }
         }
+        drop(taken);
+        self.events = events;
         self.app = Some(call);
     }
 
@@ -269,7 +275,7 @@ impl HttpSession {
             } if call.status.is_none() && call.upgrade.is_some() => {
                 let upgrade = call.upgrade.take().expect("checked by the guard");
                 let mut list = upgrade.response_headers(subprotocol.as_deref());
-                list.extend(headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
+                list.extend(headers.iter());
                 self.conn.start_response(101, &list, out);
                 self.conn.finish_response(out);
                 call.status = Some(101);
@@ -283,10 +289,7 @@ impl HttpSession {
                 return Step::Over;
             }
             ResponseEvent::Start { status, headers } if call.status.is_none() => {
-                let list: Vec<(&str, &[u8])> = headers
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_slice()))
-                    .collect();
+                let list: Vec<(&str, &[u8])> = headers.iter().collect();
                 self.conn.start_response(status, &list, out);
                 call.status = Some(status);
                 if let Some(format) = &self.shared.access_log {

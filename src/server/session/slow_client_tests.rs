@@ -178,7 +178,7 @@ fn big_answer(chunks: usize, failed: Arc<Mutex<Option<Instant>>>) -> ThreadApp {
     ThreadApp::new(move |_req, ex| {
         let start = ResponseEvent::Start {
             status: 200,
-            headers: vec![],
+            headers: Default::default(),
         };
         let mut sent: Result<usize, Gone> = send(&ex, start);
         for _ in 0..chunks {

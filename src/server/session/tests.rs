@@ -173,7 +173,7 @@ fn a_request_with_a_body_is_answered_after_its_body() {
 
 use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::testing::{answer, read_body, read_body_with, send, ThreadApp};
-use crate::app::{BodyRead, ResponseEvent};
+use crate::app::{BodyRead, Fields, ResponseEvent};
 use crate::backend::share::Board;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -309,7 +309,7 @@ fn a_streamed_answer_without_a_length_is_chunked() {
     let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
         let start = ResponseEvent::Start {
             status: 200,
-            headers: vec![("X-Stream".into(), b"yes".to_vec())],
+            headers: vec![("X-Stream", b"yes")].into(),
         };
         send(&ex, start).unwrap();
         for i in 0..5 {
@@ -341,7 +341,7 @@ fn an_app_failing_mid_answer_closes_the_connection() {
     let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
         let start = ResponseEvent::Start {
             status: 200,
-            headers: vec![],
+            headers: Default::default(),
         };
         send(&ex, start).unwrap();
         send(&ex, ResponseEvent::Body(b"partial".to_vec())).unwrap();
@@ -430,9 +430,9 @@ fn a_file_event_is_sent_from_the_file_in_any_framing() {
     std::fs::write(&path, b"0123456789FILEDATA").unwrap();
     let file_path = path.clone();
     let (mut s, _app, board) = app_session(ThreadApp::new(move |req, ex| {
-        let mut headers = vec![];
+        let mut headers = Fields::default();
         if req.head.path() == "/sized" {
-            headers.push(("Content-Length".to_string(), b"8".to_vec()));
+            headers.push("Content-Length", b"8");
         }
         send(
             &ex,

@@ -159,7 +159,7 @@ fn recording() -> (ThreadApp, Arc<Mutex<Vec<WsMessage>>>) {
             &ex,
             ResponseEvent::WsAccept {
                 subprotocol: None,
-                headers: vec![],
+                headers: Default::default(),
             },
         )
         .unwrap();
@@ -285,7 +285,7 @@ fn a_close_from_the_app_carries_its_code_and_reason_and_waits_for_the_clients() 
     let app = ThreadApp::new(move |_req, ex| {
         let accept = ResponseEvent::WsAccept {
             subprotocol: None,
-            headers: vec![("X-Extra".into(), b"1".to_vec())],
+            headers: vec![("X-Extra", b"1")].into(),
         };
         send(&ex, accept).unwrap();
         let close = ResponseEvent::WsClose {
@@ -324,7 +324,7 @@ fn a_client_that_never_answers_our_close_is_dropped_at_the_deadline() {
     let app = ThreadApp::new(|_req, ex| {
         let accept = ResponseEvent::WsAccept {
             subprotocol: None,
-            headers: vec![],
+            headers: Default::default(),
         };
         send(&ex, accept).unwrap();
         let close = ResponseEvent::WsClose {
@@ -461,7 +461,7 @@ fn the_socket_is_not_read_while_the_app_has_enough_messages() {
     let app = ThreadApp::new(move |_req, ex| {
         let accept = ResponseEvent::WsAccept {
             subprotocol: None,
-            headers: vec![],
+            headers: Default::default(),
         };
         send(&ex, accept).unwrap();
         gate.wait();
