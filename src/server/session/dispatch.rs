@@ -237,7 +237,8 @@ impl HttpSession {
             self.app = Some(call);
             return;
         }
-        if call.exchange.take_continue() {
+        // Only a request that expects it can want `100 Continue`: no lock otherwise.
+        if call.continue_owed && call.exchange.take_continue() {
             call.continue_owed = false;
             self.conn.write_continue(out);
         }
