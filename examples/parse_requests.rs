@@ -17,7 +17,7 @@ use std::io::{BufRead, Write};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use m0serve::http::{Event, Limits, ServerConn, Version};
+use m0serve::http::{Event, Fields, Limits, ServerConn, Version};
 
 fn main() {
     let stdin = std::io::stdin();
@@ -41,7 +41,7 @@ struct Request {
     method: String,
     target: String,
     version: Version,
-    headers: Vec<(String, Vec<u8>)>,
+    headers: Fields,
     body: Vec<u8>,
     keep_alive: bool,
     complete: bool,

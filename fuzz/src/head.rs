@@ -39,7 +39,7 @@ fn check(head: &RequestHead, data: &[u8]) {
         head.headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| v)
             .collect()
     };
     // The request line, after any empty lines, is method SP target SP HTTP/1.x.

@@ -39,8 +39,8 @@ use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use super::body_buffer::BufferedBody;
-use super::fields::Fields;
 use crate::backend::Notifier;
+use crate::http::Fields;
 
 /// The answer, piece by piece, as the application produces it.
 #[derive(Debug)]

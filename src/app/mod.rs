@@ -17,15 +17,14 @@
 
 pub mod body_buffer;
 pub mod exchange;
-pub mod fields;
 pub mod peer_text;
 #[doc(hidden)]
 pub mod testing;
 pub mod waiters;
 
+pub use crate::http::Fields;
 pub use body_buffer::{BodyBuffer, BufferConfig, BufferedBody};
 pub use exchange::{AppWaker, BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
-pub use fields::Fields;
 pub use peer_text::PeerText;
 
 use std::borrow::Cow;

@@ -36,6 +36,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::request_line::is_tchar;
 use super::trusted::Trusted;
+use super::Fields;
 
 /// The facts a trusted proxy forwarded; `None` where it said nothing usable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -96,7 +97,7 @@ pub struct Origin {
 }
 
 /// What the headers of a request from a trusted peer forward.
-pub fn resolve(headers: &[(String, Vec<u8>)], trusted: &Trusted) -> Forwarded {
+pub fn resolve(headers: &Fields, trusted: &Trusted) -> Forwarded {
     if let Some(value) = joined(headers, "forwarded") {
         return from_forwarded(&value, trusted).unwrap_or_default();
     }
@@ -333,10 +334,10 @@ fn host_port(v: &[u8]) -> Option<(String, Option<u16>)> {
 }
 
 /// The values of every line named `name`, joined with `,` (RFC 9110 §5.3).
-fn joined(headers: &[(String, Vec<u8>)], name: &str) -> Option<Vec<u8>> {
-    let mut lines = headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut value = lines.next()?.1.clone();
-    for (_, v) in lines {
+fn joined(headers: &Fields, name: &str) -> Option<Vec<u8>> {
+    let mut lines = headers.all(name);
+    let mut value = lines.next()?.to_vec();
+    for v in lines {
         value.push(b',');
         value.extend_from_slice(v);
     }
@@ -344,10 +345,10 @@ fn joined(headers: &[(String, Vec<u8>)], name: &str) -> Option<Vec<u8>> {
 }
 
 /// The value of the only line named `name` (None if absent, repeated or a list).
-fn single<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
-    let mut lines = headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name));
-    let (_, value) = lines.next()?;
-    (lines.next().is_none() && !value.contains(&b',')).then_some(value.as_slice())
+fn single<'a>(headers: &'a Fields, name: &str) -> Option<&'a [u8]> {
+    let mut lines = headers.all(name);
+    let value = lines.next()?;
+    (lines.next().is_none() && !value.contains(&b',')).then_some(value)
 }
 
 fn trim(v: &[u8]) -> &[u8] {

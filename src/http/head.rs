@@ -22,7 +22,7 @@
 use super::request_line::{self, RequestLine};
 use super::response::parse_length;
 use super::target::{self, Target};
-use super::HttpError;
+use super::{Fields, HttpError};
 
 /// The most header lines a request may have: heads are parsed into a stack
 /// array of this size (431 beyond).
@@ -53,7 +53,7 @@ pub struct RequestHead {
     pub target: String,
     pub version: Version,
     /// Header names as sent, values as bytes, in order (duplicates kept).
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: Fields,
     pub body: BodyKind,
     /// The connection may stay open after this exchange, as far as the request says.
     pub keep_alive: bool,
@@ -74,10 +74,7 @@ impl RequestHead {
 
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+        self.headers.get(name)
     }
 
     pub fn is_head(&self) -> bool {
@@ -171,7 +168,16 @@ fn validate(
     fields: &[httparse::Header<'_>],
 ) -> Result<RequestHead, HttpError> {
     let version = line.version;
-    let mut headers = Vec::with_capacity(fields.len() + 1);
+    let absolute = match form {
+        Target::Absolute { authority, .. } => Some(authority),
+        _ => None,
+    };
+    let bytes = fields
+        .iter()
+        .map(|f| f.name.len() + f.value.len())
+        .sum::<usize>()
+        + absolute.map_or(0, |a| "Host".len() + a.len());
+    let mut headers = Fields::with_capacity(fields.len() + 1, bytes);
     let mut length: Option<u64> = None;
     let mut hosts = 0;
     let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
@@ -206,8 +212,13 @@ fn validate(
             if !std::str::from_utf8(value).is_ok_and(target::is_host_port) {
                 return Err(HttpError::BadRequest("invalid Host header"));
             }
+            // The target's authority is the host, whatever Host said (§3.2.2).
+            if let Some(authority) = absolute {
+                headers.push(name, authority.as_bytes());
+                continue;
+            }
         }
-        headers.push((name.to_owned(), value.to_vec()));
+        headers.push(name, value);
     }
 
     // More than one Host is refused in any version, none only in 1.1 (§3.2).
@@ -222,13 +233,9 @@ fn validate(
         Target::Asterisk => "*",
         Target::Authority => unreachable!("classify refuses CONNECT"),
         Target::Absolute { authority, origin } => {
-            // The target's authority is the host, whatever Host said (§3.2.2).
-            match headers
-                .iter_mut()
-                .find(|(n, _)| n.eq_ignore_ascii_case("host"))
-            {
-                Some((_, value)) => *value = authority.as_bytes().to_vec(),
-                None => headers.push(("Host".to_owned(), authority.as_bytes().to_vec())),
+            // Its authority replaced the Host field above, or is the Host.
+            if hosts == 0 {
+                headers.push("Host", authority.as_bytes());
             }
             origin
         }

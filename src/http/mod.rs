@@ -22,6 +22,7 @@ pub mod chunked;
 pub mod conn;
 pub mod date;
 pub mod error;
+pub mod fields;
 pub mod forwarded;
 pub mod head;
 pub mod proxy_protocol;
@@ -32,5 +33,6 @@ pub mod trusted;
 
 pub use conn::{Event, Limits, ServerConn};
 pub use error::HttpError;
+pub use fields::Fields;
 pub use head::{BodyKind, RequestHead, Version};
 pub use response::Framing;

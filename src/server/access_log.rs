@@ -18,7 +18,7 @@ pub use format::Format;
 
 use super::until_sent::UntilSent;
 use crate::backend::Peer;
-use crate::http::RequestHead;
+use crate::http::{Fields, RequestHead};
 
 /// An answered request waiting for its last byte to go out.
 pub struct Answered {
@@ -27,7 +27,7 @@ pub struct Answered {
     /// Body bytes of the answer.
     pub bytes: u64,
     /// The response headers the format shows ([`Format::response_headers`]).
-    pub response_headers: Vec<(String, Vec<u8>)>,
+    pub response_headers: Fields,
     /// When the head's first byte arrived.
     pub started: Instant,
     /// The client the app was told (a trusted proxy's, under
@@ -79,15 +79,14 @@ impl Backlog {
 pub fn kept_headers<'h, V: AsRef<[u8]> + 'h>(
     format: &Format,
     headers: impl IntoIterator<Item = (&'h str, V)>,
-) -> Vec<(String, Vec<u8>)> {
+) -> Fields {
     let wanted = format.response_headers();
     if wanted.is_empty() {
-        return Vec::new();
+        return Fields::default();
     }
     headers
         .into_iter()
         .filter(|(name, _)| wanted.iter().any(|w| name.eq_ignore_ascii_case(w)))
-        .map(|(name, value)| (name.to_string(), value.as_ref().to_vec()))
         .collect()
 }
 
@@ -125,13 +124,7 @@ mod tests {
             ("server", "m0"),
         ];
         let kept = kept_headers(&format, headers);
-        assert_eq!(
-            kept,
-            vec![
-                ("X-Request-Id".into(), b"7".to_vec()),
-                ("server".into(), b"m0".to_vec())
-            ]
-        );
+        assert_eq!(kept, vec![("X-Request-Id", "7"), ("server", "m0")].into());
         let none = Format::parse(format::DEFAULT).unwrap();
         assert!(kept_headers(&none, headers).is_empty());
     }

@@ -146,10 +146,7 @@ pub fn accept_key(key: &[u8]) -> [u8; 28] {
 
 /// The values of every header line called `name`.
 fn values<'a>(head: &'a RequestHead, name: &'a str) -> impl Iterator<Item = &'a [u8]> {
-    head.headers
-        .iter()
-        .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_slice())
+    head.headers.all(name)
 }
 
 /// Whether any `name` header lists `token` (case-insensitive).

@@ -34,7 +34,7 @@ use super::input::Input;
 use super::WsgiConfig;
 use crate::app::{decoded_path, AppRequest, PeerText, ServerAddr};
 use crate::backend::Peer;
-use crate::http::Version;
+use crate::http::{Fields, Version};
 
 /// Headers common enough to deserve an interned HTTP_* key.
 const COMMON_HEADERS: &[&str] = &[
@@ -235,10 +235,12 @@ fn set_headers(
     py: Python<'_>,
     constants: &Constants,
     environ: &Bound<'_, PyDict>,
-    headers: &[(String, Vec<u8>)],
+    headers: &Fields,
 ) -> PyResult<()> {
+    // Walked once: the checks below look back and ahead by index.
+    let headers: Vec<(&str, &[u8])> = headers.iter().collect();
     let (mut content_type, mut content_length) = (false, false);
-    for (i, (name, value)) in headers.iter().enumerate() {
+    for (i, &(name, value)) in headers.iter().enumerate() {
         if name.eq_ignore_ascii_case("content-type") {
             if !std::mem::replace(&mut content_type, true) {
                 environ.set_item(intern!(py, "CONTENT_TYPE"), latin1(py, value))?;
@@ -264,19 +266,15 @@ fn set_headers(
         } else {
             b", "
         };
-        let value = join_repeated(headers, i, separator);
+        let value = join_repeated(&headers, i, separator);
         environ.set_item(key, latin1(py, &value))?;
     }
     Ok(())
 }
 
 /// The value of header line `i` joined with those of later lines of the same name.
-fn join_repeated<'a>(
-    headers: &'a [(String, Vec<u8>)],
-    i: usize,
-    separator: &[u8],
-) -> Cow<'a, [u8]> {
-    let (name, first) = &headers[i];
+fn join_repeated<'a>(headers: &[(&str, &'a [u8])], i: usize, separator: &[u8]) -> Cow<'a, [u8]> {
+    let (name, first) = headers[i];
     let mut same = headers[i + 1..]
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -284,7 +282,7 @@ fn join_repeated<'a>(
     if same.peek().is_none() {
         return Cow::Borrowed(first);
     }
-    let mut joined = first.clone();
+    let mut joined = first.to_vec();
     for (_, value) in same {
         joined.extend_from_slice(separator);
         joined.extend_from_slice(value);
@@ -341,11 +339,8 @@ pub(super) fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString>
 mod tests {
     use super::*;
 
-    fn headers(lines: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
-        lines
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-            .collect()
+    fn headers(lines: &[(&str, &str)]) -> Fields {
+        lines.iter().copied().collect()
     }
 
     #[test]

@@ -290,6 +290,28 @@ fn absolute_form_is_served_as_origin_form_with_its_host() {
 }
 
 #[test]
+fn absolute_form_host_keeps_its_place_or_comes_last() {
+    let mut c = conn();
+    c.recv(b"GET http://a.example/ HTTP/1.1\r\nX-1: a\r\nHost: other\r\nX-2: b\r\n\r\n");
+    let ev = events(&mut c);
+    let got: Vec<_> = head(&ev[0]).headers.iter().collect();
+    assert_eq!(
+        got,
+        [
+            ("X-1", &b"a"[..]),
+            ("Host", &b"a.example"[..]),
+            ("X-2", &b"b"[..])
+        ]
+    );
+    // HTTP/1.0 may send none: the authority is added as the last field.
+    let mut c = conn();
+    c.recv(b"GET http://a.example:81/x HTTP/1.0\r\nX-1: a\r\n\r\n");
+    let ev = events(&mut c);
+    let got: Vec<_> = head(&ev[0]).headers.iter().collect();
+    assert_eq!(got, [("X-1", &b"a"[..]), ("Host", &b"a.example:81"[..])]);
+}
+
+#[test]
 fn write_error_is_a_complete_closing_response() {
     let mut c = conn();
     c.recv(b"GET / HTTP/2.0\r\n\r\n");

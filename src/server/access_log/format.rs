@@ -11,7 +11,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use crate::backend::Peer;
-use crate::http::{RequestHead, Version};
+use crate::http::{Fields, RequestHead, Version};
 
 /// m0serve's line since its first access log: the Common Log Format (UTC).
 pub const DEFAULT: &str = r#"%(h)s - - %(t)s "%(r)s" %(s)s %(B)s"#;
@@ -86,7 +86,7 @@ pub struct Record<'a> {
     /// Body bytes sent.
     pub bytes: u64,
     /// The response headers the format names (see [`Format::response_headers`]).
-    pub response_headers: &'a [(String, Vec<u8>)],
+    pub response_headers: &'a Fields,
     /// First byte of the head to last byte sent.
     pub duration: Duration,
     /// When the head began, in microseconds since the epoch (UTC).
@@ -245,17 +245,13 @@ fn protocol(version: Version) -> &'static str {
 
 /// The values of every header `name` (lower-case) in `headers`, joined by
 /// `, `; None when there is none.
-fn joined<'h>(headers: &'h [(String, Vec<u8>)], name: &str) -> Option<Vec<&'h [u8]>> {
-    let found: Vec<&[u8]> = headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_slice())
-        .collect();
+fn joined<'h>(headers: &'h Fields, name: &str) -> Option<Vec<&'h [u8]>> {
+    let found: Vec<&[u8]> = headers.all(name).collect();
     (!found.is_empty()).then_some(found)
 }
 
 /// A header's values escaped, or `-`.
-fn header_or_dash(headers: &[(String, Vec<u8>)], name: &str, out: &mut String) {
+fn header_or_dash(headers: &Fields, name: &str, out: &mut String) {
     match joined(headers, name) {
         None => out.push('-'),
         Some(values) => {
@@ -361,7 +357,7 @@ fn json_string(bytes: &[u8], out: &mut String) {
     out.push('"');
 }
 
-fn json_header(headers: &[(String, Vec<u8>)], name: &str, out: &mut String) {
+fn json_header(headers: &Fields, name: &str, out: &mut String) {
     match joined(headers, name) {
         None => out.push_str("null"),
         Some(values) => json_string(&values.join(&b", "[..]), out),

@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use crate::app::{App, AppRequest, BodyBuffer, Exchange, RequestKind, ResponseEvent};
+use crate::app::{App, AppRequest, BodyBuffer, Exchange, Fields, RequestKind, ResponseEvent};
 use crate::backend::Peer;
 use crate::http::RequestHead;
 use crate::reply::Reply;
@@ -57,7 +57,7 @@ pub(super) struct AppCall {
     sent: u64,
     /// For the access log: when the head began, and the response headers it shows.
     started: std::time::Instant,
-    logged_headers: Vec<(String, Vec<u8>)>,
+    logged_headers: Fields,
     /// A WebSocket request's handshake, until the app accepts or denies it.
     upgrade: Option<Upgrade>,
 }
@@ -188,7 +188,7 @@ impl HttpSession {
             status: None,
             sent: 0,
             started: self.request_started,
-            logged_headers: Vec::new(),
+            logged_headers: Fields::default(),
             upgrade,
         });
         self.app_progress(out);

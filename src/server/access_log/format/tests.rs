@@ -20,7 +20,7 @@ fn head(headers: &[(&str, &[u8])]) -> RequestHead {
     }
 }
 
-fn line(spec: &str, head: &RequestHead, bytes: u64, response: &[(String, Vec<u8>)]) -> String {
+fn line(spec: &str, head: &RequestHead, bytes: u64, response: &Fields) -> String {
     let peer = Peer::Tcp("10.1.2.3:5555".parse::<SocketAddr>().unwrap());
     let record = Record {
         peer: &peer,
@@ -44,12 +44,12 @@ fn gunicorns_default_format() {
         ("User-Agent", b"curl/8.0"),
     ]);
     assert_eq!(
-        line(GUNICORN, &h, 9, &[]),
+        line(GUNICORN, &h, 9, &Fields::default()),
         r#"10.1.2.3 - - [10/Oct/2000:13:55:36 +0000] "GET /a/b?x=1&y=2 HTTP/1.1" 404 9 "http://r.example/" "curl/8.0""#
     );
     // No body: `b` is `-` (and `B` is 0); absent headers are `-`.
     assert_eq!(
-        line(GUNICORN, &head(&[]), 0, &[]),
+        line(GUNICORN, &head(&[]), 0, &Fields::default()),
         r#"10.1.2.3 - - [10/Oct/2000:13:55:36 +0000] "GET /a/b?x=1&y=2 HTTP/1.1" 404 - "-" "-""#
     );
 }
@@ -57,7 +57,7 @@ fn gunicorns_default_format() {
 #[test]
 fn the_default_is_m0serves_line_of_before() {
     assert_eq!(
-        line(DEFAULT, &head(&[]), 0, &[]),
+        line(DEFAULT, &head(&[]), 0, &Fields::default()),
         r#"10.1.2.3 - - [10/Oct/2000:13:55:36 +0000] "GET /a/b?x=1&y=2 HTTP/1.1" 404 0"#
     );
 }
@@ -65,7 +65,7 @@ fn the_default_is_m0serves_line_of_before() {
 #[test]
 fn every_atom() {
     let h = head(&[("X-Trace", b"t1"), ("x-trace", b"t2")]);
-    let response = [("X-Cache".to_string(), b"hit".to_vec())];
+    let response: Fields = vec![("X-Cache", "hit")].into();
     assert_eq!(
         line("%(m)s|%(U)s|%(q)s|%(H)s|%(s)s|%(B)s", &h, 7, &response),
         "GET|/a/b|x=1&y=2|HTTP/1.1|404|7"
@@ -91,7 +91,12 @@ fn client_values_cannot_forge_fields_or_lines() {
     // forged entry: escaped, the line stays one line and the field one field.
     let evil =
         b"x\" 200 1 \"-\"\n10.0.0.1 - - [01/Jan/2000:00:00:00 +0000] \"GET /admin\\ \x1b[31m\xff";
-    let out = line(r#""%(a)s""#, &head(&[("User-Agent", evil)]), 0, &[]);
+    let out = line(
+        r#""%(a)s""#,
+        &head(&[("User-Agent", evil)]),
+        0,
+        &Fields::default(),
+    );
     assert_eq!(
         out,
         r#""x\" 200 1 \"-\"\x0a10.0.0.1 - - [01/Jan/2000:00:00:00 +0000] \"GET /admin\\ \x1b[31m\xff""#
@@ -104,7 +109,12 @@ fn client_values_cannot_forge_fields_or_lines() {
         .count();
     assert_eq!(bare, 2, "{out}");
     // JSON: the same value stays inside its string.
-    let json = line("json", &head(&[("User-Agent", evil)]), 0, &[]);
+    let json = line(
+        "json",
+        &head(&[("User-Agent", evil)]),
+        0,
+        &Fields::default(),
+    );
     assert!(!json.contains('\n'));
     assert!(
         json.contains(r#""user_agent":"x\" 200 1 \"-\"\n10.0.0.1"#),
@@ -117,14 +127,15 @@ fn client_values_cannot_forge_fields_or_lines() {
 fn json_lines() {
     let h = head(&[("Referer", b"http://r/"), ("User-Agent", b"ua")]);
     assert_eq!(
-        line("json", &h, 12, &[]),
+        line("json", &h, 12, &Fields::default()),
         concat!(
             r#"{"time":"2000-10-10T13:55:36.000123Z","remote_addr":"10.1.2.3","remote_port":5555,"#,
             r#""method":"GET","path":"/a/b","query":"x=1&y=2","protocol":"HTTP/1.1","status":404,"#,
             r#""bytes":12,"referer":"http://r/","user_agent":"ua","duration_us":2003456,"pid":42}"#
         )
     );
-    assert!(line("json", &head(&[]), 0, &[]).contains(r#""referer":null,"user_agent":null"#));
+    assert!(line("json", &head(&[]), 0, &Fields::default())
+        .contains(r#""referer":null,"user_agent":null"#));
 }
 
 #[test]
@@ -134,7 +145,7 @@ fn a_unix_peer() {
         head: &head(&[]),
         status: 200,
         bytes: 0,
-        response_headers: &[],
+        response_headers: &Fields::default(),
         duration: Duration::ZERO,
         started_us: 0,
         pid: 1,

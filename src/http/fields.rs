@@ -1,16 +1,19 @@
-//! A response's header fields as an application gave them, in one buffer.
+//! Header fields in one buffer: a request's, as the parser read them, and a
+//! response's, as an application gave them.
 //!
-//! The app thread builds them and the core thread writes and frees them. Kept
-//! as a `(String, Vec<u8>)` per field, a two-field WSGI answer cost five
-//! allocations on the app thread, each freed on the core: a free from another
-//! thread is mimalloc's slow kind, and the app thread later collects the
-//! freed blocks again (`_mi_page_free_collect` was the pool thread's largest
-//! allocator cost). One buffer makes that one allocation and one free.
+//! Kept as a `(String, Vec<u8>)` per field, a request head cost two
+//! allocations per field on the core thread (a browser's dozen fields: two
+//! dozen), and a two-field WSGI answer five allocations on the pool thread,
+//! each freed on the core: a free from another thread is mimalloc's slow
+//! kind, and the allocating thread later collects the freed blocks again
+//! (`_mi_page_free_collect` was the pool thread's largest allocator cost).
+//! One buffer makes each of them one allocation and one free.
 
 use std::fmt;
 
-/// Header fields in order, each a name (a `str`) and a value (bytes),
-/// stored as `name length, value length, name, value` one after another.
+/// Header fields in order (duplicates kept), each a name (a `str`, as sent)
+/// and a value (bytes), stored as `name length, value length, name, value`
+/// one after another.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Fields {
     bytes: Vec<u8>,
@@ -48,19 +51,34 @@ impl Fields {
         self.count == 0
     }
 
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.all(name).next()
+    }
+
+    /// The values of every field named `name` (ASCII case-insensitive), in order.
+    pub fn all<'a, 'n>(&'a self, name: &'n str) -> All<'a, 'n> {
+        All {
+            fields: Raw { rest: &self.bytes },
+            name: name.as_bytes(),
+        }
+    }
+
     /// The fields in the order they were pushed.
     pub fn iter(&self) -> Iter<'_> {
-        Iter { rest: &self.bytes }
+        Iter {
+            raw: Raw { rest: &self.bytes },
+        }
     }
 }
 
-/// The fields of a [`Fields`], in order.
-pub struct Iter<'a> {
+/// The fields as bytes, names included: what lookups by name compare.
+struct Raw<'a> {
     rest: &'a [u8],
 }
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a str, &'a [u8]);
+impl<'a> Iterator for Raw<'a> {
+    type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
         let (lengths, rest) = self.rest.split_at_checked(LENGTHS)?;
@@ -70,10 +88,41 @@ impl<'a> Iterator for Iter<'a> {
         let (name, rest) = rest.split_at(name_len);
         let (value, rest) = rest.split_at(value_len);
         self.rest = rest;
-        // Pushed from a `str`, so always valid; checked rather than assumed
-        // (a name is a short token: the check costs a few cycles).
+        Some((name, value))
+    }
+}
+
+/// The fields of a [`Fields`], in order. Each name is checked to be UTF-8
+/// as it comes (pushed from a `str`, it always is; a few cycles for a short
+/// token): a caller that walks the fields more than once should collect them.
+pub struct Iter<'a> {
+    raw: Raw<'a>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (name, value) = self.raw.next()?;
         let name = std::str::from_utf8(name).expect("a field name is pushed as a str");
         Some((name, value))
+    }
+}
+
+/// The values of the fields of one name ([`Fields::all`]).
+pub struct All<'a, 'n> {
+    fields: Raw<'a>,
+    name: &'n [u8],
+}
+
+impl<'a> Iterator for All<'a, '_> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let name = self.name;
+        self.fields
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
     }
 }
 
@@ -133,6 +182,14 @@ mod tests {
                 ("Set-Cookie", &b"a=\xe9; Path=/"[..]),
             ]
         );
+    }
+
+    #[test]
+    fn get_finds_the_first_of_a_name_in_any_case() {
+        let fields: Fields = vec![("Host", "a"), ("X-A", "1"), ("x-a", "2")].into();
+        assert_eq!(fields.get("x-A"), Some(&b"1"[..]));
+        assert_eq!(fields.get("HOST"), Some(&b"a"[..]));
+        assert_eq!(fields.get("X"), None);
     }
 
     #[test]
