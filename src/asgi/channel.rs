@@ -326,7 +326,8 @@ impl Channel {
 /// The `headers` of a start or accept message, as one [`Fields`] buffer.
 /// Each pair is a tuple of two byte strings; `seen` is shown each as given.
 fn fields(list: &Bound<'_, PyAny>, mut seen: impl FnMut(&[u8], &[u8])) -> PyResult<Fields> {
-    let mut fields = Fields::default();
+    // Sized from the list where it has a length (a generator has none).
+    let mut fields = Fields::for_fields(list.len().unwrap_or(0));
     for pair in list.try_iter()? {
         let pair = pair?;
         // The common shape, borrowed; anything else as pyo3 extracts it (and

@@ -32,6 +32,13 @@ impl Fields {
         }
     }
 
+    /// Room for `fields` fields of a typical size (64 name and value bytes
+    /// each): an application's answer, whose sizes are not known in advance,
+    /// usually fits without growing.
+    pub fn for_fields(fields: usize) -> Fields {
+        Fields::with_capacity(fields, fields * 64)
+    }
+
     /// Append a field (validated by the caller: the app interface's rules).
     pub fn push(&mut self, name: &str, value: &[u8]) {
         self.bytes.reserve(LENGTHS + name.len() + value.len());

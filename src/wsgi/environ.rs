@@ -358,9 +358,11 @@ mod tests {
             ("accept", "b"),
             ("ACCEPT", "c"),
         ]);
+        let h: Vec<_> = h.iter().collect();
         assert_eq!(&*join_repeated(&h, 0, b", "), b"a, b, c");
         assert_eq!(&*join_repeated(&h, 1, b", "), b"h");
         let c = headers(&[("Cookie", "a=1"), ("Cookie", "b=2")]);
+        let c: Vec<_> = c.iter().collect();
         assert_eq!(&*join_repeated(&c, 0, b"; "), b"a=1; b=2");
     }
 

@@ -30,10 +30,6 @@ use crate::app::{Exchange, Fields, Gone, ResponseEvent, Sent};
 use crate::http::response::{self, is_tchar, status_allows_body};
 
 /// Headers an application must not send (RFC 9110 §7.6.1, PEP 3333).
-/// Name and value bytes reserved per header field: one buffer holds a
-/// typical answer's fields without growing.
-const FIELD_ROOM: usize = 64;
-
 const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
@@ -316,8 +312,7 @@ fn parse_head(status: &Bound<'_, PyAny>, headers: &Bound<'_, PyAny>) -> PyResult
         )));
     };
     let count = items.len()?;
-    // Most fields are short: one allocation for all of them, as a rule.
-    let mut parsed = Fields::with_capacity(count, count * FIELD_ROOM);
+    let mut parsed = Fields::for_fields(count);
     let mut content_length = None;
     for item in items.try_iter()? {
         let item = item?;
