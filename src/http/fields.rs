@@ -23,19 +23,25 @@ pub struct Fields {
 /// The two lengths before each field's bytes.
 const LENGTHS: usize = 2 * std::mem::size_of::<usize>();
 
+/// The most fields [`Fields::for_fields`] reserves room for.
+pub const RESERVED_FIELDS: usize = 64;
+
 impl Fields {
     /// Room for `fields` fields of `bytes` name and value bytes together.
     pub fn with_capacity(fields: usize, bytes: usize) -> Fields {
         Fields {
-            bytes: Vec::with_capacity(fields * LENGTHS + bytes),
+            bytes: Vec::with_capacity(fields.saturating_mul(LENGTHS).saturating_add(bytes)),
             count: 0,
         }
     }
 
     /// Room for `fields` fields of a typical size (64 name and value bytes
     /// each): an application's answer, whose sizes are not known in advance,
-    /// usually fits without growing.
+    /// usually fits without growing. The count is the app's word (a list's
+    /// `__len__`), so the room is capped: past [`RESERVED_FIELDS`] the buffer
+    /// grows with the fields actually pushed.
     pub fn for_fields(fields: usize) -> Fields {
+        let fields = fields.min(RESERVED_FIELDS);
         Fields::with_capacity(fields, fields * 64)
     }
 
@@ -197,6 +203,14 @@ mod tests {
         assert_eq!(fields.get("x-A"), Some(&b"1"[..]));
         assert_eq!(fields.get("HOST"), Some(&b"a"[..]));
         assert_eq!(fields.get("X"), None);
+    }
+
+    #[test]
+    fn an_apps_claimed_count_reserves_bounded_room() {
+        // A headers object whose `__len__` says 2^40 must not ask for terabytes.
+        let fields = Fields::for_fields(1 << 40);
+        assert!(fields.bytes.capacity() <= RESERVED_FIELDS * (LENGTHS + 64));
+        assert!(fields.is_empty());
     }
 
     #[test]

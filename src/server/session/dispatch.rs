@@ -250,7 +250,7 @@ impl HttpSession {
                 Step::More => {}
                 Step::Over => {
                     drop(taken);
-                    self.events = events;
+                    self.events = kept(events);
                     call.exchange.close();
                     return;
                 }
@@ -263,7 +263,7 @@ impl HttpSession {
             }
         }
         drop(taken);
-        self.events = events;
+        self.events = kept(events);
         self.app = Some(call);
     }
 
@@ -357,5 +357,36 @@ impl HttpSession {
                 format,
             );
         }
+    }
+}
+
+/// A lent events vector that grew past this many events (a stream the app
+/// queued faster than the client read) is not kept for the connection's
+/// next answers: it could hold megabytes for as long as the connection lives.
+const EVENTS_KEPT: usize = 16;
+
+/// The emptied events vector, to lend to the next exchange, or a new one in
+/// place of one that grew large.
+fn kept(events: Vec<ResponseEvent>) -> Vec<ResponseEvent> {
+    debug_assert!(events.is_empty());
+    if events.capacity() > EVENTS_KEPT {
+        Vec::new()
+    } else {
+        events
+    }
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+
+    #[test]
+    fn a_small_vector_is_kept_and_a_grown_one_let_go() {
+        let small: Vec<ResponseEvent> = Vec::with_capacity(4);
+        let at = small.as_ptr();
+        let small = kept(small);
+        assert_eq!(small.as_ptr(), at);
+        let grown: Vec<ResponseEvent> = Vec::with_capacity(EVENTS_KEPT * 64);
+        assert_eq!(kept(grown).capacity(), 0);
     }
 }
