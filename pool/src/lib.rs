@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use pyo3::Python;
 
 use queue::JobQueue;
-pub use sched::{behind_cores, confined_to_core_cpus};
+pub use sched::{behind_cores, confined_to_core_cpus, core_behind_app};
 pub use stats::{Counters, BUCKETS as REATTACH_BUCKETS};
 pub use thread::keep_thread_state;
 use turn::Turn;

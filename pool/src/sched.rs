@@ -16,9 +16,10 @@
 //! (10.8 against 21.4 µs), which brings the pool within 10-12 % of the
 //! loop-only shape; ASGI hello 1.02x, p99 1.50 against 1.87 ms
 //! (bench/results/pool-wakes.md). The fairness probe holds either way.
-//! A worker confined to its cores' CPUs keeps the default policy
-//! ([`confined_to_core_cpus`]). `M0_POOL_BATCH=0` turns it
-//! off ([`crate::TurnConfig::batch`]), for that comparison.
+//! A worker confined to its cores' CPUs keeps the default policy for its
+//! Python threads ([`confined_to_core_cpus`]) and puts its core threads
+//! behind them instead ([`core_behind_app`]). `M0_POOL_BATCH=0` turns the
+//! first off ([`crate::TurnConfig::batch`]), for that comparison.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,6 +48,34 @@ pub(crate) fn confined() -> bool {
 /// where [`crate::TurnConfig::batch`] says so. A refusal (a seccomp profile)
 /// is ignored: the thread merely keeps the default policy.
 pub fn behind_cores() {
+    batch_this_thread();
+}
+
+/// Schedule the calling core thread behind the app's threads that share its
+/// CPU, where [`crate::TurnConfig::core_batch`] says so: the mirror image of
+/// [`behind_cores`], for a worker confined to its cores' CPUs.
+///
+/// There the pool thread and the core take turns on one CPU, and each
+/// answer the pool finished woke the core, which preempted the pool to
+/// write it: a context switch per answer or two, and one job per run.
+/// Behind the pool, a woken core runs once the pool parks or its slice
+/// ends, and finds the whole run's answers; the pool then finds the whole
+/// pass's requests. Measured with `--workers 2 --cores 1`, 5 alternating
+/// rounds against `M0_CORE_BATCH=0` (bench/results/core-batch-*.md): WSGI
+/// hello 1.22x the requests per second (CPU per request 6.3 against 7.9 µs,
+/// context switches 0.49 against 1.07 per request), `/busy?ms=0.3` 1.06x
+/// (p99 4.4 against 4.9 ms), ASGI hello 1.07x. Only one side of the pair
+/// may be batched: with both (tried in a single process, whose pool is
+/// behind its cores already), a request on a CPU that another process
+/// spins on waits out that process's slice at each hop (one client: 86
+/// requests per second in one run, against 9-20k).
+pub fn core_behind_app() {
+    if crate::TurnConfig::from_env().core_batch {
+        batch_this_thread();
+    }
+}
+
+fn batch_this_thread() {
     #[cfg(target_os = "linux")]
     {
         let param = libc::sched_param { sched_priority: 0 };

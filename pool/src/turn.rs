@@ -42,7 +42,9 @@
 //! prints wait histograms at shutdown ([`crate::stats`]), `M0_POOL_BATCH=0`
 //! keeps the default scheduling policy ([`crate::behind_cores`]),
 //! `M0_POOL_DEFER_WAKE=1` gives a [`crate::Pool::waker`] (`0`: none; the
-//! default is on only in a worker confined to its cores' CPUs).
+//! default is on only in a worker confined to its cores' CPUs),
+//! `M0_CORE_BATCH=0` keeps the core threads' default policy in such a worker
+//! ([`crate::core_behind_app`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -81,6 +83,11 @@ pub struct TurnConfig {
     /// threads share the core's CPU: there it took CPU per request from
     /// 17.8 to 16.0 µs on WSGI hello. Elsewhere it measured no gain.)
     pub defer_wake: bool,
+    /// Core threads are scheduled behind the app threads that share their
+    /// CPUs ([`crate::core_behind_app`]; `M0_CORE_BATCH`, default on only in
+    /// a worker confined to its cores' CPUs whose pool is not batched: by
+    /// default never both sides of the pair).
+    pub core_batch: bool,
 }
 
 impl Default for TurnConfig {
@@ -91,24 +98,28 @@ impl Default for TurnConfig {
             debug: false,
             batch: true,
             defer_wake: false,
+            core_batch: false,
         }
     }
 }
 
 impl TurnConfig {
     /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG`, `M0_POOL_BATCH`,
-    /// `M0_POOL_DEFER_WAKE` (`0` is off, `1` on).
+    /// `M0_POOL_DEFER_WAKE`, `M0_CORE_BATCH` (`0` is off, `1` on).
     pub fn from_env() -> TurnConfig {
         let flag = |name: &str, default: bool| match std::env::var(name) {
             Ok(v) => v.trim() != "0",
             Err(_) => default,
         };
+        let confined = crate::sched::confined();
+        let batch = flag("M0_POOL_BATCH", !confined);
         TurnConfig {
             turn: flag("M0_POOL_TURN", true),
             keep: flag("M0_POOL_TURN_KEEP", true),
             debug: flag("M0_POOL_DEBUG", false),
-            batch: flag("M0_POOL_BATCH", !crate::sched::confined()),
-            defer_wake: flag("M0_POOL_DEFER_WAKE", crate::sched::confined()),
+            batch,
+            defer_wake: flag("M0_POOL_DEFER_WAKE", confined),
+            core_batch: flag("M0_CORE_BATCH", confined && !batch),
         }
     }
 }

@@ -104,6 +104,7 @@ const ON: TurnConfig = TurnConfig {
     debug: false,
     batch: false,
     defer_wake: true,
+    core_batch: false,
 };
 
 #[test]

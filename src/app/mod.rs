@@ -109,6 +109,11 @@ pub trait App: Send + Sync + 'static {
         false
     }
 
+    /// Called on each core thread as it starts, before it serves: how the
+    /// app's own threads and the core share a CPU is the app's to say (it
+    /// knows whether it has any); nothing by default.
+    fn on_core_thread(&self) {}
+
     /// Its pool's or executor's figures now, for the metrics (sampled off
     /// the request path); none by default.
     fn figures(&self) -> crate::metrics::counters::AppFigures {

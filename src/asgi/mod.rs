@@ -428,6 +428,11 @@ impl App for AsgiApp {
         false
     }
 
+    /// Behind the loop thread where it shares the core's CPUs.
+    fn on_core_thread(&self) {
+        m0serve_pool::core_behind_app();
+    }
+
     /// WebSocket requests get the `websocket` scope (`--no-ws` keeps the
     /// server from handing any over: the upgrade is then a plain `http` one).
     fn websocket(&self) -> bool {

@@ -181,7 +181,11 @@ pub fn run(mut options: Options) -> io::Result<i32> {
     let shards: Vec<_> = (0..pins.len())
         .map(|_| metrics.and_then(|region| region.claim(worker)))
         .collect();
+    // Called on each core thread, as it starts.
     let service = move |core: usize| {
+        if let Some(app) = &shared.app {
+            app.on_core_thread();
+        }
         let shard = shards.get(core).copied().flatten();
         session::HttpService::new(shared.clone()).counting(shard)
     };

@@ -213,6 +213,14 @@ impl App for WsgiApp {
         true
     }
 
+    /// Behind the pool's threads where they share the core's CPUs (the
+    /// loop-only shape has none).
+    fn on_core_thread(&self) {
+        if !self.shared.inline {
+            m0serve_pool::core_behind_app();
+        }
+    }
+
     /// The pool's queue and its GIL turn's figures (none in the loop-only shape).
     fn figures(&self) -> crate::metrics::counters::AppFigures {
         let pool = self.pool.read().unwrap_or_else(PoisonError::into_inner);

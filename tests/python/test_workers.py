@@ -377,12 +377,15 @@ def test_the_supervisor_never_imports_the_app(backend: str, tmp_path: Path):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
-@pytest.mark.parametrize("workers", [1, 2])
-def test_pool_threads_are_batch_scheduled_unless_confined_to_the_cores_cpus(backend: str, workers: int):
+@pytest.mark.parametrize("workers,knob", [(1, None), (2, None), (2, "0")])
+def test_one_side_of_each_cpu_shared_with_python_is_batch_scheduled(backend: str, workers: int, knob):
     """One process: its pool threads run SCHED_BATCH (a core's wake never
     lets them preempt it) and its core threads the default policy. A worker
-    confined to its cores' CPUs keeps the default policy for its pool too."""
-    server = started(backend, "workers_app:app", workers, "--blocking-threads=2")
+    confined to its cores' CPUs turns that around: its pool keeps the default
+    policy, and its core threads run SCHED_BATCH behind the pool
+    (M0_CORE_BATCH=0 keeps them at the default too). Never both sides."""
+    env = None if knob is None else {"M0_CORE_BATCH": knob}
+    server = started(backend, "workers_app:app", workers, "--blocking-threads=2", env=env)
     try:
         status, body = get(server.address, "/policies")
         assert status == 200
@@ -390,8 +393,9 @@ def test_pool_threads_are_batch_scheduled_unless_confined_to_the_cores_cpus(back
         for name, policy in json.loads(body).values():
             policies.setdefault(name, set()).add(policy)
         pool = "batch" if workers == 1 else "other"
+        core = "batch" if workers == 2 and knob is None else "other"
         assert policies.get("m0-pool-0") == {pool} and policies.get("m0-pool-1") == {pool}, policies
-        assert policies.get("m0-core-0") == {"other"}, policies
+        assert policies.get("m0-core-0") == {core}, policies
     finally:
         stop_cleanly(server)
 
