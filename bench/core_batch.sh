@@ -9,7 +9,8 @@
 #
 #   bash bench/core_batch.sh       # ROUNDS (5), DURATION (5s)
 #
-# Writes bench/results/core-batch-{wsgi-c64,busy,asgi}-<date>.json and .md.
+# Writes bench/results/core-batch-wsgi-c64.md, results/core-batch-busy.md and
+# results/core-batch-asgi.md, each beside its <date>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/venv.sh
