@@ -158,6 +158,12 @@ impl Turn {
         self.keep
     }
 
+    /// Whether another thread waits in the re-attach to take queued jobs
+    /// (the keep rule's threads pop only once attached).
+    pub(crate) fn standing_by(&self) -> bool {
+        self.keep && self.waiters.load(Ordering::SeqCst) > 0
+    }
+
     /// Whether a run that began at `start` may take another queued job now.
     pub(crate) fn may_keep(&self, run: &Run) -> bool {
         self.keep && run.start.is_some_and(|s| s.elapsed() < SLICE)
