@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import signal
 import socket
@@ -105,6 +106,23 @@ def get_over(sock, target="/") -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def get_kept(sock, target="/") -> bytes:
+    """One request on a connection left open: the answer, read by its length."""
+    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed mid-head: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?im)^content-length:\s*(\d+)", head).group(1))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "closed mid-body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 def test_httpx_keep_alive_uploads_and_streaming(serve, interface, pki):
@@ -406,18 +424,26 @@ def test_a_client_resumes_its_session_at_either_worker(serve, pki):
     ctx = pki.context()
     session, issuer = None, None
     crossed, resumed = 0, []
-    for _ in range(80):
-        raw = server.connect()
-        with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
-            head, _, body = get_over(s).partition(b"\r\n\r\n")
+    # Each connection stays open to the end: one at a time and closed, they
+    # may all go to the worker whose CPU this client leaves idle; held, the
+    # workers' connection tally moves the next one to the other worker.
+    held = []
+    try:
+        for _ in range(80):
+            s = ctx.wrap_socket(server.connect(), server_hostname="localhost", session=session)
+            held.append(s)
+            head, _, body = get_kept(s).partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200 OK"), head
             pid = json.loads(body)["pid"]
             if session is not None:
                 resumed.append(s.session_reused)
                 crossed += pid != issuer
             session, issuer = s.session, pid
-        if crossed >= 3:
-            break
+            if crossed >= 3:
+                break
+    finally:
+        for s in held:
+            s.close()
     # Three crossings end the loop early; one is already the proof.
     assert crossed >= 1, "the connections never moved between the workers: inconclusive"
     assert all(resumed), f"{resumed.count(False)} of {len(resumed)} full handshakes after the first"
