@@ -29,10 +29,10 @@ mod websocket;
 use std::fs::File;
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::{BodyRead, Exchange, Fields, RequestKind, ResponseEvent, Sent};
@@ -324,28 +324,26 @@ impl Channel {
 }
 
 /// The `headers` of a start or accept message, as one [`Fields`] buffer.
-/// Each pair is a tuple of two byte strings; `seen` is shown each as given.
+/// The spec's type is `Iterable[[byte string, byte string]]`: each pair any
+/// iterable of two byte strings (a tuple or a list, as the spec writes it;
+/// `bytes` or `bytearray`); `seen` is shown each as given.
 fn fields(list: &Bound<'_, PyAny>, mut seen: impl FnMut(&[u8], &[u8])) -> PyResult<Fields> {
     // Sized from the list where it has a length (a generator has none).
     let mut fields = Fields::for_fields(list.len().unwrap_or(0));
     for pair in list.try_iter()? {
         let pair = pair?;
-        // The common shape, borrowed; anything else as pyo3 extracts it (and
-        // refuses it, with its message).
-        let borrowed = pair
-            .cast::<PyTuple>()
-            .ok()
-            .filter(|t| t.len() == 2)
-            .and_then(|t| {
-                let name = t.get_item(0).ok()?.cast_into::<PyBytes>().ok()?;
-                let value = t.get_item(1).ok()?.cast_into::<PyBytes>().ok()?;
-                Some((name, value))
-            });
+        // The common shapes, borrowed; anything else copied (or refused).
+        let borrowed = two_items(&pair).and_then(|(name, value)| {
+            Some((
+                name.cast_into::<PyBytes>().ok()?,
+                value.cast_into::<PyBytes>().ok()?,
+            ))
+        });
         let owned;
         let (name, value) = match &borrowed {
             Some((name, value)) => (name.as_bytes(), value.as_bytes()),
             None => {
-                owned = pair.extract::<(Vec<u8>, Vec<u8>)>()?;
+                owned = owned_pair(&pair)?;
                 (&owned.0[..], &owned.1[..])
             }
         };
@@ -354,6 +352,55 @@ fn fields(list: &Bound<'_, PyAny>, mut seen: impl FnMut(&[u8], &[u8])) -> PyResu
         fields.push(&String::from_utf8_lossy(name), value);
     }
     Ok(fields)
+}
+
+/// The two items of a header pair given as a tuple or a list of two.
+fn two_items<'py>(pair: &Bound<'py, PyAny>) -> Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let (name, value) = if let Ok(t) = pair.cast::<PyTuple>() {
+        if t.len() != 2 {
+            return None;
+        }
+        (t.get_item(0), t.get_item(1))
+    } else {
+        let l = pair.cast::<PyList>().ok()?;
+        if l.len() != 2 {
+            return None;
+        }
+        (l.get_item(0), l.get_item(1))
+    };
+    Some((name.ok()?, value.ok()?))
+}
+
+/// A header pair in any other shape: an iterable of exactly two byte
+/// strings (`bytes`, `bytearray`), copied. A `str` is refused, not encoded.
+fn owned_pair(pair: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
+    let refuse = || {
+        let kind = pair.get_type().name().map(|n| n.to_string());
+        PyTypeError::new_err(format!(
+            "a header must be a pair [name, value] of byte strings, not {}",
+            kind.as_deref().unwrap_or("this")
+        ))
+    };
+    let items: Vec<Bound<'_, PyAny>> = match pair.try_iter() {
+        // Iterated, `bytes` would give its ints and a `str` its characters.
+        Ok(_) if pair.is_instance_of::<PyBytes>() || pair.is_instance_of::<PyString>() => {
+            return Err(refuse())
+        }
+        Ok(items) => items.take(3).collect::<PyResult<_>>()?,
+        Err(_) => return Err(refuse()),
+    };
+    let [name, value] = &items[..] else {
+        return Err(refuse());
+    };
+    let bytes = |item: &Bound<'_, PyAny>| {
+        if item.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "a header's name and value must be byte strings, not str",
+            ));
+        }
+        item.extract::<Vec<u8>>()
+    };
+    Ok((bytes(name)?, bytes(value)?))
 }
 
 fn is_done(future: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -452,7 +499,7 @@ impl Channel {
         let kind = message
             .get_item(intern!(py, "type"))?
             .ok_or_else(|| PyValueError::new_err("an ASGI message without a type"))?;
-        let kind = kind.cast_into::<pyo3::types::PyString>()?;
+        let kind = kind.cast_into::<PyString>()?;
         if self.ws.is_some() {
             return self.ws_send(kind.to_str()?, message);
         }

@@ -174,6 +174,16 @@ def test_pathsend(raw, tmp_path):
     assert r.status_code == 200 and r.content == data
 
 
+def test_header_pairs_may_be_lists_tuples_or_bytearrays_but_not_str(raw):
+    r = httpx.get(raw.url + "/header-shapes", timeout=10)
+    assert r.status_code == 200 and r.text == "shapes"
+    assert (r.headers["x-list"], r.headers["x-tuple"], r.headers["x-bytearray"]) == ("1", "2", "3")
+    r = httpx.get(raw.url + "/header-str", timeout=10)
+    assert r.status_code == 500
+    raw.wait_for("byte strings, not str")
+    assert httpx.get(raw.url + "/header-shapes", timeout=10).status_code == 200
+
+
 def test_failures_then_the_server_keeps_serving(raw):
     r = httpx.get(raw.url + "/raise-before", timeout=10)
     assert r.status_code == 500

@@ -154,6 +154,19 @@ async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-length", str(os.path.getsize(file)).encode())]})
         await send({"type": "http.response.pathsend", "path": file})
+    elif path == "/header-shapes":
+        # The spec's Iterable[[byte string, byte string]]: lists as it writes
+        # them, tuples, a bytearray, a generator for the whole.
+        def headers():
+            yield [b"x-list", b"1"]
+            yield (b"x-tuple", b"2")
+            yield [bytearray(b"x-bytearray"), bytearray(b"3")]
+            yield (b"content-type", b"text/plain")
+        await send({"type": "http.response.start", "status": 200, "headers": headers()})
+        await send({"type": "http.response.body", "body": b"shapes"})
+    elif path == "/header-str":
+        # Not a byte string: refused, the app's error (a 500).
+        await send({"type": "http.response.start", "status": 200, "headers": [["x-str", "1"]]})
     elif path == "/raise-before":
         raise RuntimeError("failed before the response start")
     elif path == "/raise-after":

@@ -46,7 +46,7 @@ async def flood(scope, receive, send):
 
 async def echo(scope, receive, send):
     subprotocol = "chat.v2" if "chat.v2" in scope["subprotocols"] else None
-    await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": [(b"x-echo", b"yes")]})
+    await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": [[b"x-echo", b"yes"]]})
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":
