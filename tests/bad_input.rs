@@ -133,6 +133,22 @@ fn many_headers_over_64_kib_431() {
     refused_in_parts(&[], &[&first, &second, b"\r\n"], 431);
 }
 
+// --- 414: a request line over 64 KiB --------------------------------------------
+
+#[test]
+fn target_over_64_kib_414() {
+    // The request line alone crosses the head's limit: its target is what is
+    // too long (RFC 9112 §3), in two parts as above.
+    let mut first = b"GET /healthz?q=".to_vec();
+    first.resize(63 * 1024, b'a');
+    let second = [b'a'; 4 * 1024];
+    refused_in_parts(
+        &[],
+        &[&first, &second, b" HTTP/1.1\r\nHost: x\r\n\r\n"],
+        414,
+    );
+}
+
 // --- 413: body over --max-body-size --------------------------------------------
 
 #[test]

@@ -13,7 +13,7 @@ pub fn head(data: &[u8]) {
         Some(Event::Head(head)) => check(&head, data),
         Some(Event::Error(e)) => {
             assert!(
-                [400, 413, 431, 501, 505].contains(&e.status()),
+                [400, 413, 414, 431, 501, 505].contains(&e.status()),
                 "unexpected status {e:?}"
             );
         }

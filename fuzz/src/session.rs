@@ -9,7 +9,7 @@ use m0serve::http::trusted::Trusted;
 use m0serve::http::{BodyKind, Event, Limits, RequestHead, ServerConn};
 use m0serve::ws::{handshake, WsConn, WsEvent};
 
-/// Small limits, so that 413 and 431 are within a fuzzer's reach.
+/// Small limits, so that 413, 414 and 431 are within a fuzzer's reach.
 pub const LIMITS: Limits = Limits {
     max_head: 2048,
     max_body: 4096,

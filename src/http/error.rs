@@ -9,6 +9,9 @@ pub enum HttpError {
     RequestTimeout,
     /// 413: the body exceeds the limit.
     PayloadTooLarge,
+    /// 414: the request line alone exceeds the head's limit, so its target
+    /// is longer than the server parses (RFC 9112 §3 says 414, MUST).
+    UriTooLong,
     /// 431: the head exceeds the limit.
     HeadTooLarge,
     /// 501: a transfer coding other than chunked.
@@ -23,6 +26,7 @@ impl HttpError {
             HttpError::BadRequest(_) => 400,
             HttpError::RequestTimeout => 408,
             HttpError::PayloadTooLarge => 413,
+            HttpError::UriTooLong => 414,
             HttpError::HeadTooLarge => 431,
             HttpError::NotImplemented(_) => 501,
             HttpError::VersionNotSupported => 505,
@@ -35,6 +39,7 @@ impl HttpError {
             HttpError::BadRequest(why) => why,
             HttpError::RequestTimeout => "request body timed out",
             HttpError::PayloadTooLarge => "request body too large",
+            HttpError::UriTooLong => "request target too long",
             HttpError::HeadTooLarge => "request head too large",
             HttpError::NotImplemented(why) => why,
             HttpError::VersionNotSupported => "HTTP version not supported",

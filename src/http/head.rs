@@ -25,8 +25,9 @@ use super::target::{self, Target};
 use super::{Fields, HttpError};
 
 /// The most header lines a request may have: heads are parsed into a stack
-/// array of this size (431 beyond).
-pub const MAX_HEADERS: usize = 64;
+/// array of this size (431 beyond). 100, as gunicorn's and Granian's
+/// defaults: a request one of them serves is not refused here for its count.
+pub const MAX_HEADERS: usize = 100;
 
 /// The protocol version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +105,7 @@ impl HeadScanner {
             if lf >= 3 && buf[lf - 3..lf] == *b"\r\n\r" {
                 self.scanned = 0;
                 return if lf + 1 > max_head {
-                    Err(HttpError::HeadTooLarge)
+                    Err(too_large(buf, max_head))
                 } else {
                     Ok(Some(lf + 1))
                 };
@@ -113,7 +114,7 @@ impl HeadScanner {
         }
         self.scanned = buf.len();
         if buf.len() > max_head {
-            return Err(HttpError::HeadTooLarge);
+            return Err(too_large(buf, max_head));
         }
         Ok(None)
     }
@@ -121,6 +122,18 @@ impl HeadScanner {
     /// `n` bytes were removed from the front of the scanned buffer.
     pub fn consumed(&mut self, n: usize) {
         self.scanned = self.scanned.saturating_sub(n);
+    }
+}
+
+/// A head over `max_head`: 414 where its request line alone is (a method,
+/// a space, then a target longer than the server parses: RFC 9112 §3), 431
+/// otherwise (the fields are too large, or the line is no request line).
+fn too_large(buf: &[u8], max_head: usize) -> HttpError {
+    let line = &buf[..buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len())];
+    if line.len() > max_head && line.contains(&b' ') {
+        HttpError::UriTooLong
+    } else {
+        HttpError::HeadTooLarge
     }
 }
 
@@ -512,6 +525,35 @@ mod tests {
             Err(HttpError::HeadTooLarge)
         );
         assert_eq!(HeadScanner::default().scan(&[b'a'; 10], 10), Ok(None));
+    }
+
+    #[test]
+    fn a_request_line_alone_over_the_limit_is_414() {
+        let mut line = b"GET /".to_vec();
+        line.resize(100, b'a');
+        // Incomplete: the line has not even ended.
+        assert_eq!(
+            HeadScanner::default().scan(&line, 64),
+            Err(HttpError::UriTooLong)
+        );
+        // Complete, the line over the limit by itself.
+        line.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(
+            HeadScanner::default().scan(&line, 64),
+            Err(HttpError::UriTooLong)
+        );
+        // The line within the limit, the fields past it: 431.
+        let mut head = b"GET /a HTTP/1.1\r\nX: ".to_vec();
+        head.resize(100, b'a');
+        assert_eq!(
+            HeadScanner::default().scan(&head, 64),
+            Err(HttpError::HeadTooLarge)
+        );
+        // No request line at all (no space): 431, not a target's fault.
+        assert_eq!(
+            HeadScanner::default().scan(&[b'a'; 100], 64),
+            Err(HttpError::HeadTooLarge)
+        );
     }
 
     #[test]
