@@ -13,8 +13,9 @@
 //! - Header names containing `_` are dropped (as nginx and gunicorn do):
 //!   `X_Forwarded_For` would otherwise become the same HTTP_X_FORWARDED_FOR
 //!   key as `X-Forwarded-For`, letting a client spoof a proxy's header.
-//! - Repeated headers are joined with `", "` (RFC 9110 §5.3), `Cookie` with
-//!   `"; "` (RFC 6265 §5.4). Content-Type/Length become CONTENT_TYPE/LENGTH only
+//! - Repeated headers are joined with `","` (RFC 9110 §5.3 allows a comma
+//!   with or without a space; the comma alone is what wsgiref, Werkzeug,
+//!   gunicorn and Granian give an app), `Cookie` with `"; "` (RFC 6265 §5.4). Content-Type/Length become CONTENT_TYPE/LENGTH only
 //!   (never HTTP_CONTENT_*), from their first line.
 //! - On a Unix socket, SERVER_NAME is the socket path and SERVER_PORT is "80"
 //!   (the http scheme's port, as gunicorn does), so URL reconstruction that
@@ -264,7 +265,7 @@ fn set_headers(
         let separator: &[u8] = if name.eq_ignore_ascii_case("cookie") {
             b"; "
         } else {
-            b", "
+            b","
         };
         let value = join_repeated(&headers, i, separator);
         environ.set_item(key, latin1(py, &value))?;

@@ -209,7 +209,7 @@ fn the_environ_follows_pep_3333() {
          REMOTE_ADDR='10.1.2.3'\n\
          REMOTE_PORT='5555'\n\
          HTTP_HOST='example'\n\
-         HTTP_X_DUP='a, b'\n\
+         HTTP_X_DUP='a,b'\n\
          HTTP_COOKIE='c=1; d=2'\n\
          wsgi.url_scheme='http'\n\
          spoofed=False\n\

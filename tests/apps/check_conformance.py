@@ -120,7 +120,8 @@ def check_duplicate_headers(addr):
         b"Cookie: c=1\r\nCookie: d=2\r\nX_Spoof: 1\r\nConnection: close\r\n\r\n",
     )
     e = json.loads(reply.split(b"\r\n\r\n", 1)[1])
-    assert e["HTTP_X_DUP"] == "a, b", e["HTTP_X_DUP"]
+    # A comma alone, as wsgiref, Werkzeug, gunicorn and Granian join them.
+    assert e["HTTP_X_DUP"] == "a,b", e["HTTP_X_DUP"]
     assert e["HTTP_COOKIE"] == "c=1; d=2", e["HTTP_COOKIE"]
     assert "HTTP_X_SPOOF" not in e, "a header with '_' must be dropped"
 
