@@ -189,24 +189,25 @@ impl<T> JobQueue<T> {
     /// or a park, so a thread may call it holding the GIL. Like every pop, it
     /// pays an owed `on_room` (a wake that neither blocks nor runs Python).
     pub(crate) fn try_next_job(&self) -> Option<T> {
-        self.try_next_job_beside(false)
+        self.try_next_job_beside(|| false)
     }
 
     /// [`JobQueue::try_next_job`] by a thread that knows whether another is
-    /// `standing_by`: waiting for the GIL, to take the queue's next jobs
+    /// `standing_by` (asked only where the chain would wake one): waiting
+    /// for the GIL, to take the queue's next jobs
     /// once it has it. The chain then wakes nobody, nor while a thread it
     /// woke is on its way: one thread ready to take over when this one's
     /// view blocks is what the chain is for, and each more would only queue
     /// for the GIL, a wake and two context switches apiece (in a worker
     /// whose pool shares its core's CPU, four threads cost 0.48 switches per
     /// request where one cost 0.18).
-    pub(crate) fn try_next_job_beside(&self, standing_by: bool) -> Option<T> {
+    pub(crate) fn try_next_job_beside(&self, standing_by: impl FnOnce() -> bool) -> Option<T> {
         let job = self.jobs.pop()?;
         self.room_made();
         if self.chain
             && !self.jobs.is_empty()
-            && !standing_by
             && self.woken.load(Ordering::Relaxed) == 0
+            && !standing_by()
         {
             self.wake_one();
         }
@@ -354,19 +355,19 @@ mod tests {
         // Two threads parked (counted as a parker counts itself; no real
         // thread needed to see whether a pop notifies).
         queue.parked.store(2, Ordering::SeqCst);
-        assert_eq!(queue.try_next_job_beside(true), Some(0));
+        assert_eq!(queue.try_next_job_beside(|| true), Some(0));
         assert_eq!(
             queue.notifies.load(Ordering::SeqCst),
             0,
             "woke one beside a thread standing by"
         );
-        assert_eq!(queue.try_next_job_beside(false), Some(1));
+        assert_eq!(queue.try_next_job_beside(|| false), Some(1));
         assert_eq!(
             queue.notifies.load(Ordering::SeqCst),
             1,
             "nobody stood by: the chain wakes one"
         );
-        assert_eq!(queue.try_next_job_beside(false), Some(2));
+        assert_eq!(queue.try_next_job_beside(|| false), Some(2));
         assert_eq!(
             queue.notifies.load(Ordering::SeqCst),
             1,

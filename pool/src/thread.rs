@@ -137,13 +137,13 @@ fn serve(first: Option<Boxed>, queue: &JobQueue<Boxed>, turn: &Turn, run: &mut R
     let asked = turn.enter_attach();
     Python::attach(|py| {
         turn.attached(asked, run);
-        let Some(job) = first.or_else(|| queue.try_next_job_beside(turn.standing_by())) else {
+        let Some(job) = first.or_else(|| queue.try_next_job_beside(|| turn.standing_by())) else {
             return;
         };
         run_job(py, job);
         run.jobs += 1;
         while turn.may_keep(run) {
-            let Some(job) = queue.try_next_job_beside(turn.standing_by()) else {
+            let Some(job) = queue.try_next_job_beside(|| turn.standing_by()) else {
                 break;
             };
             turn.stats.kept();

@@ -381,11 +381,11 @@ fn owned_pair(pair: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
             kind.as_deref().unwrap_or("this")
         ))
     };
+    // Iterated, `bytes` would give its ints and a `str` its characters.
+    if pair.is_instance_of::<PyBytes>() || pair.is_instance_of::<PyString>() {
+        return Err(refuse());
+    }
     let items: Vec<Bound<'_, PyAny>> = match pair.try_iter() {
-        // Iterated, `bytes` would give its ints and a `str` its characters.
-        Ok(_) if pair.is_instance_of::<PyBytes>() || pair.is_instance_of::<PyString>() => {
-            return Err(refuse())
-        }
         Ok(items) => items.take(3).collect::<PyResult<_>>()?,
         Err(_) => return Err(refuse()),
     };

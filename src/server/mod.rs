@@ -181,11 +181,8 @@ pub fn run(mut options: Options) -> io::Result<i32> {
     let shards: Vec<_> = (0..pins.len())
         .map(|_| metrics.and_then(|region| region.claim(worker)))
         .collect();
-    // Called on each core thread, as it starts.
+    let app = shared.app.clone();
     let service = move |core: usize| {
-        if let Some(app) = &shared.app {
-            app.on_core_thread();
-        }
         let shard = shards.get(core).copied().flatten();
         session::HttpService::new(shared.clone()).counting(shard)
     };
@@ -199,6 +196,9 @@ pub fn run(mut options: Options) -> io::Result<i32> {
     });
     let secure = tls.is_some();
     let core_main = move |ctx: CoreContext| {
+        if let Some(app) = &app {
+            app.on_core_thread();
+        }
         let service = service(ctx.index);
         match &tls {
             Some(tls) => run_backend(kind, ctx, TlsService::new(service, tls.clone())),
