@@ -36,6 +36,26 @@ pub fn keep_armed() -> bool {
     std::env::var("M0_ACCEPT_KEEP_ARMED").map_or(true, |v| v.trim() != "0")
 }
 
+/// How often a core looks at a listener shared with sibling processes
+/// itself, when its own accept saw no connection for that long
+/// (`M0_ACCEPT_RECHECK_MS`, default 100; 0 turns it off, the negative arm).
+/// An accept wait is exclusive: a connection wakes one waiter, and a
+/// sibling's ring that will never run its accept (its worker was killed)
+/// keeps that wake-up to itself, leaving the connection queued with nobody
+/// woken for it until the next client arrives (a ring test in the uring
+/// crate shows the kernel doing so). Unshared listeners need none.
+pub fn recheck(shared: bool) -> Option<std::time::Duration> {
+    let ms = std::env::var("M0_ACCEPT_RECHECK_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_RECHECK_MS);
+    (shared && ms > 0).then(|| std::time::Duration::from_millis(ms))
+}
+
+/// The default of [`recheck`]: a stranded connection waits 200 ms at most,
+/// and an idle core pays ten non-blocking accepts a second.
+pub const DEFAULT_RECHECK_MS: u64 = 100;
+
 /// Admissions per door per pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch(usize);

@@ -201,6 +201,9 @@ pub struct CoreContext {
     /// accept at a time so the kernel rotates connections among them
     /// ([`accept::rotate`]).
     pub rotate_accepts: bool,
+    /// Other processes accept from the same listener: how often an io_uring
+    /// core whose accept saw nothing looks at it itself ([`accept::recheck`]).
+    pub recheck: Option<std::time::Duration>,
 }
 
 impl CoreContext {

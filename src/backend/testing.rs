@@ -298,6 +298,7 @@ pub struct Setup {
     /// The echo sessions' idle timeout (their deadline).
     pub timeout: Option<Duration>,
     pub rotate_accepts: bool,
+    pub recheck: Option<Duration>,
 }
 
 impl Default for Setup {
@@ -308,6 +309,7 @@ impl Default for Setup {
             max_connections: 1024,
             timeout: None,
             rotate_accepts: false,
+            recheck: None,
         }
     }
 }
@@ -356,6 +358,7 @@ impl Setup {
                     control: control.clone(),
                     batch: self.batch,
                     rotate_accepts: self.rotate_accepts,
+                    recheck: self.recheck,
                 };
                 let service = make(index, journal.clone());
                 let handed = HandedCounter(handed.clone(), index);
@@ -372,6 +375,7 @@ impl Setup {
             .collect();
         Harness {
             addr,
+            listener,
             board,
             control,
             journal,
@@ -385,6 +389,7 @@ impl Setup {
 /// cores to stop at once (so a failed test leaves no loop behind).
 pub struct Harness {
     addr: SocketAddr,
+    listener: Arc<OwnedFd>,
     board: Arc<Board>,
     control: Arc<Control>,
     journal: Journal,
@@ -395,6 +400,11 @@ pub struct Harness {
 impl Harness {
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The listening socket the cores share (for a test's own sibling on it).
+    pub fn listener(&self) -> &Arc<OwnedFd> {
+        &self.listener
     }
 
     pub fn journal(&self) -> Journal {

@@ -104,6 +104,8 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
         handoff_door: Door::default(),
         accept_paused_until: None,
         keep_armed: ctx.rotate_accepts && accept::keep_armed(),
+        recheck_at: ctx.recheck.map(|every| Instant::now() + every),
+        accepted_lately: false,
         draining: false,
         completions: Vec::new(),
         deferred: Vec::new(),
@@ -176,6 +178,11 @@ struct Core<S: Service> {
     /// A single-shot accept (shared listener) is never cancelled but by the
     /// drain, whose cancel is made up for ([`Core::take_absorbed`]).
     keep_armed: bool,
+    /// Where the listener is shared, when this core next looks at it itself
+    /// ([`Core::recheck`]), and whether its accept took a connection since
+    /// it last looked.
+    recheck_at: Option<Instant>,
+    accepted_lately: bool,
     /// Graceful shutdown began.
     draining: bool,
     completions: Vec<Completion>,
@@ -219,6 +226,7 @@ impl<S: Service> Core<S> {
                     return Ok(());
                 }
             } else {
+                self.recheck(now);
                 self.run_doors(now);
                 self.steer_accept(now)?;
             }
@@ -239,6 +247,7 @@ impl<S: Service> Core<S> {
         match c {
             Completion::Accepted { result, .. } => match result {
                 Ok(fd) if !self.draining => {
+                    self.accepted_lately = true;
                     self.pending.push_back(fd);
                     self.listen_door.announce();
                 }
@@ -496,6 +505,39 @@ impl<S: Service> Core<S> {
         Ok(())
     }
 
+    /// Take a connection stranded in a shared listener's queue, once per
+    /// [`CoreContext::recheck`] period in which this core's armed accept took
+    /// nothing: a sibling's ring that will never run its accept (its worker
+    /// was killed) keeps the kernel's one wake-up for a connection, so no
+    /// live accept is woken for it ([`accept::recheck`]). Under load the
+    /// accept completes and nothing is looked at; an idle core pays one
+    /// non-blocking accept per period. One a sibling was also woken for
+    /// costs that sibling an accept that finds nothing.
+    fn recheck(&mut self, now: Instant) {
+        let (Some(every), Some(at)) = (self.ctx.recheck, self.recheck_at) else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.recheck_at = Some(now + every);
+        if std::mem::take(&mut self.accepted_lately)
+            || self.ring.accept_state() != AcceptState::Armed
+            || !self.wants_accept(now)
+        {
+            return;
+        }
+        match admit::accept(self.ctx.listener.as_fd()) {
+            Ok(fd) => {
+                tracing::debug!(core = self.ctx.index, "took a stranded connection");
+                self.pending.push_back(fd);
+                self.listen_door.announce();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => tracing::debug!(core = self.ctx.index, "accept on recheck: {e}"),
+        }
+    }
+
     /// Whether an accept should be armed: the door is not blocked at the
     /// connection limit, no accept error is being waited out, a slot is free
     /// and no sibling worker holds fewer connections (looked at again after
@@ -531,7 +573,12 @@ impl<S: Service> Core<S> {
             None
         };
         let session = self.timers.next();
-        match [retry, shutdown, session].into_iter().flatten().min() {
+        let recheck = self.recheck_at.filter(|_| !self.draining);
+        match [retry, shutdown, session, recheck]
+            .into_iter()
+            .flatten()
+            .min()
+        {
             Some(at) => self.ring.set_timer(at),
             None => Ok(()),
         }
@@ -911,6 +958,69 @@ mod tests {
             echo(c, &format!("late {i}\n"));
         }
         h.shutdown(Duration::from_secs(1));
+    }
+
+    /// Three connections, one after another, to a core sharing its listener
+    /// with a sibling ring whose thread never enters it again (a killed
+    /// worker's: see the uring crate's `a_ring_closed_after_its_wake_up_
+    /// strands_the_connection`); returns the first that got no answer
+    /// within 1 s. Whichever accept was queued first, the second connection
+    /// at the latest finds the sibling's at the head and the core's waiting
+    /// behind it, and wakes only the sibling.
+    fn stranded_behind_a_dead_sibling(recheck: Option<Duration>) -> Option<usize> {
+        use m0serve_uring::{Config, Ring};
+        use std::os::fd::{AsFd, OwnedFd};
+        use std::sync::mpsc;
+
+        let h = Setup {
+            rotate_accepts: true,
+            recheck,
+            ..Setup::default()
+        }
+        .spawn(super::run::<EchoService>);
+        let mut warm = h.connect();
+        echo(&mut warm, "warm\n");
+        // Its own thread: a thread's later rings were seen to take their
+        // wake-ups after an earlier one of its rings was closed.
+        let (armed, end) = (mpsc::channel(), mpsc::channel::<()>());
+        let listener: std::sync::Arc<OwnedFd> = h.listener().clone();
+        let sibling = std::thread::spawn(move || {
+            let mut ring = Ring::new(Config::default()).unwrap();
+            assert!(ring.arm_accept_once(listener.as_fd()).unwrap());
+            ring.submit().unwrap();
+            armed.0.send(()).unwrap();
+            let _ = end.1.recv();
+        });
+        armed.1.recv().unwrap();
+        let mut clients = Vec::new();
+        let stranded = (0..3).find(|i| {
+            // The core's accept is armed again and waiting: an accept issued
+            // after the wake-up would find the connection queued and take it.
+            std::thread::sleep(Duration::from_millis(20));
+            let mut c = h.connect();
+            c.write_all(format!("{i}\n").as_bytes()).unwrap();
+            let answered = !testing::silent_for(&mut c, Duration::from_secs(1));
+            clients.push(c);
+            !answered
+        });
+        end.0.send(()).unwrap();
+        sibling.join().unwrap();
+        h.shutdown(Duration::from_millis(100));
+        stranded
+    }
+
+    #[test]
+    fn a_connection_a_dead_sibling_was_woken_for_is_taken_by_the_recheck() {
+        assert_eq!(
+            stranded_behind_a_dead_sibling(Some(Duration::from_millis(50))),
+            None,
+            "the recheck took every connection within 1 s"
+        );
+        // The negative arm: without it the connection waits for the next client.
+        assert!(
+            stranded_behind_a_dead_sibling(None).is_some(),
+            "no connection was stranded without the recheck: the sibling took no wake-up"
+        );
     }
 
     /// A held connection asks once a burst of slow admissions is under way;

@@ -304,6 +304,7 @@ fn serve(
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::new(n);
     let rotate_accepts = backend::accept::rotate(listener.shared);
+    let recheck = backend::accept::recheck(listener.shared);
     tracing::info!(
         "listening on {} ({kind} backend, {n} cores)",
         listener.addr.url(secure)
@@ -318,6 +319,7 @@ fn serve(
             control: control.clone(),
             batch,
             rotate_accepts,
+            recheck,
         };
         let spawned = spawn_core(
             ctx,

@@ -62,6 +62,14 @@ def get(address: Tuple[str, int], target: str, timeout: float = 5.0) -> int:
         conn.close()
 
 
+def get_or_show(server: Server, target: str) -> int:
+    """get(), failing with the server's log where no answer came."""
+    try:
+        return get(server.address, target)
+    except OSError as e:
+        raise AssertionError(f"GET {target}: {e!r}\n{server.output}") from e
+
+
 def wait_status(server: Server, target: str, want: int, timeout: float) -> None:
     """Probe `target` until it answers `want`, within `timeout`."""
     deadline = time.monotonic() + timeout
@@ -256,8 +264,8 @@ def test_a_roll_and_a_killed_worker_stay_ready_until_no_worker_serves(backend: s
         os.kill(first, signal.SIGKILL)
         server.wait_for(rf"\(pid {first}\) exited: .*restarting it", 5)
         for _ in range(3):
-            assert get(server.address, "/readyz") == 200, "one worker of two serves: ready"
-        assert get(server.address, "/") == 200, "the other worker serves on"
+            assert get_or_show(server, "/readyz") == 200, "one worker of two serves: ready"
+        assert get_or_show(server, "/") == 200, "the other worker serves on"
         # The other killed too, with the first's replacement still at the
         # gate: no worker serves, so no probe is answered 200 (nobody
         # accepts until a replacement is ready: the probe times out, which a

@@ -575,3 +575,41 @@ fn a_single_shot_accept_cancelled_after_its_wake_up_strands_the_connection() {
     l.accept()
         .expect("the stranded connection is in the listener's queue");
 }
+
+/// Why a worker that shares the listener looks at it now and then on its
+/// own: a ring whose owner is gone (a worker killed by SIGKILL or the OOM
+/// killer) keeps its accept queued on the listener until the kernel's exit
+/// work tears the ring down, later and elsewhere. A connection arriving
+/// meanwhile wakes only that accept, whose deferred task work never runs:
+/// the connection stays queued, and the ring behind is never woken for it.
+#[test]
+fn a_ring_closed_after_its_wake_up_strands_the_connection() {
+    let l = listener();
+    let addr = l.local_addr().unwrap();
+    let mut gone = Ring::new(Config::default()).unwrap();
+    let mut behind = Ring::new(Config::default()).unwrap();
+    for r in [&mut gone, &mut behind] {
+        assert!(r.arm_accept_once(l.as_fd()).unwrap());
+        r.submit().unwrap();
+    }
+    let _client = TcpStream::connect(addr).unwrap();
+    // Not entered again (the owner is dead): only what is already posted.
+    let mut posted = Vec::new();
+    gone.complete(&mut posted);
+    if !posted.is_empty() {
+        // A kernel without deferred task work ran the accept on the way
+        // back from connect: nothing was stranded to show.
+        eprintln!("the accept ran inside connect: nothing stranded on this kernel");
+        return;
+    }
+    drop(gone);
+    let quiet = drain_for(&mut behind, Duration::from_millis(200));
+    assert!(
+        !quiet
+            .iter()
+            .any(|c| matches!(c, Completion::Accepted { result: Ok(_), .. })),
+        "the ring behind was woken after all: nothing was stranded"
+    );
+    l.accept()
+        .expect("the stranded connection is in the listener's queue");
+}
