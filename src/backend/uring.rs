@@ -996,7 +996,7 @@ mod tests {
         let stranded = (0..3).find(|i| {
             // The core's accept is armed again and waiting: an accept issued
             // after the wake-up would find the connection queued and take it.
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(50));
             let mut c = h.connect();
             c.write_all(format!("{i}\n").as_bytes()).unwrap();
             let answered = !testing::silent_for(&mut c, Duration::from_secs(1));
