@@ -980,8 +980,8 @@ mod tests {
         .spawn(super::run::<EchoService>);
         let mut warm = h.connect();
         echo(&mut warm, "warm\n");
-        // Its own thread: a thread's later rings were seen to take their
-        // wake-ups after an earlier one of its rings was closed.
+        // On a thread of its own that then only blocks: like a killed
+        // worker's, its ring is never entered again.
         let (armed, end) = (mpsc::channel(), mpsc::channel::<()>());
         let listener: std::sync::Arc<OwnedFd> = h.listener().clone();
         let sibling = std::thread::spawn(move || {
