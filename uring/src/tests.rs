@@ -531,6 +531,31 @@ fn single_shot_accepts_rotate_connections_between_rings_sharing_a_listener() {
     assert!(a == 0 || b == 0, "multishot accepts took {a} and {b} of 20");
 }
 
+/// Two rings with a single-shot accept each on `l`, queued in this order.
+fn two_rings_armed_once(l: &TcpListener) -> [Ring; 2] {
+    [(); 2].map(|_| {
+        let mut r = Ring::new(Config::default()).unwrap();
+        assert!(r.arm_accept_once(l.as_fd()).unwrap());
+        r.submit().unwrap();
+        r
+    })
+}
+
+/// The connection the first ring's accept was woken for was stranded: the
+/// ring `behind` is not woken for it within 200 ms, and it is still in `l`'s
+/// queue (a non-blocking accept takes it).
+fn assert_stranded(l: &TcpListener, behind: &mut Ring) {
+    let quiet = drain_for(behind, Duration::from_millis(200));
+    assert!(
+        !quiet
+            .iter()
+            .any(|c| matches!(c, Completion::Accepted { result: Ok(_), .. })),
+        "the ring behind was woken after all: nothing was stranded"
+    );
+    l.accept()
+        .expect("the stranded connection is in the listener's queue");
+}
+
 /// Why a worker must not cancel a single-shot accept on a shared listener
 /// (and why the drain, which must, takes one connection after its cancel):
 /// accept waits are exclusive, so a connection wakes only the ring armed
@@ -540,15 +565,9 @@ fn single_shot_accepts_rotate_connections_between_rings_sharing_a_listener() {
 #[test]
 fn a_single_shot_accept_cancelled_after_its_wake_up_strands_the_connection() {
     let l = listener();
-    let addr = l.local_addr().unwrap();
-    let mut first = Ring::new(Config::default()).unwrap();
-    let mut behind = Ring::new(Config::default()).unwrap();
-    for r in [&mut first, &mut behind] {
-        assert!(r.arm_accept_once(l.as_fd()).unwrap());
-        r.submit().unwrap();
-    }
+    let [mut first, mut behind] = two_rings_armed_once(&l);
     // Loopback completes the handshake inside connect: the wake-up is made.
-    let _client = TcpStream::connect(addr).unwrap();
+    let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     first.cancel_accept().unwrap();
     let ended = collect(&mut first, 1, |c| matches!(c, Completion::Accepted { .. }));
     let Completion::Accepted { result, .. } = &ended[0] else {
@@ -564,16 +583,8 @@ fn a_single_shot_accept_cancelled_after_its_wake_up_strands_the_connection() {
         result.as_ref().unwrap_err().raw_os_error(),
         Some(libc::ECANCELED)
     );
-    let quiet = drain_for(&mut behind, Duration::from_millis(200));
-    assert!(
-        !quiet
-            .iter()
-            .any(|c| matches!(c, Completion::Accepted { result: Ok(_), .. })),
-        "the ring behind was woken after all: the cancel lost nothing"
-    );
     // Still queued: a non-blocking accept (the drain's make-up) takes it.
-    l.accept()
-        .expect("the stranded connection is in the listener's queue");
+    assert_stranded(&l, &mut behind);
 }
 
 /// Why a worker that shares the listener looks at it now and then on its
@@ -585,14 +596,8 @@ fn a_single_shot_accept_cancelled_after_its_wake_up_strands_the_connection() {
 #[test]
 fn a_ring_closed_after_its_wake_up_strands_the_connection() {
     let l = listener();
-    let addr = l.local_addr().unwrap();
-    let mut gone = Ring::new(Config::default()).unwrap();
-    let mut behind = Ring::new(Config::default()).unwrap();
-    for r in [&mut gone, &mut behind] {
-        assert!(r.arm_accept_once(l.as_fd()).unwrap());
-        r.submit().unwrap();
-    }
-    let _client = TcpStream::connect(addr).unwrap();
+    let [mut gone, mut behind] = two_rings_armed_once(&l);
+    let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     // Not entered again (the owner is dead): only what is already posted.
     let mut posted = Vec::new();
     gone.complete(&mut posted);
@@ -603,13 +608,5 @@ fn a_ring_closed_after_its_wake_up_strands_the_connection() {
         return;
     }
     drop(gone);
-    let quiet = drain_for(&mut behind, Duration::from_millis(200));
-    assert!(
-        !quiet
-            .iter()
-            .any(|c| matches!(c, Completion::Accepted { result: Ok(_), .. })),
-        "the ring behind was woken after all: nothing was stranded"
-    );
-    l.accept()
-        .expect("the stranded connection is in the listener's queue");
+    assert_stranded(&l, &mut behind);
 }
