@@ -527,14 +527,23 @@ impl<S: Service> Core<S> {
         {
             return;
         }
+        if let Some(fd) = self.accept_now("on recheck") {
+            tracing::debug!(core = self.ctx.index, "took a stranded connection");
+            self.pending.push_back(fd);
+            self.listen_door.announce();
+        }
+    }
+
+    /// One non-blocking accept on the listener, outside the ring: a
+    /// connection queued there, if any (an error is only logged, `when`).
+    fn accept_now(&self, when: &str) -> Option<OwnedFd> {
         match admit::accept(self.ctx.listener.as_fd()) {
-            Ok(fd) => {
-                tracing::debug!(core = self.ctx.index, "took a stranded connection");
-                self.pending.push_back(fd);
-                self.listen_door.announce();
+            Ok(fd) => Some(fd),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            Err(e) => {
+                tracing::debug!(core = self.ctx.index, "accept {when}: {e}");
+                None
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => tracing::debug!(core = self.ctx.index, "accept on recheck: {e}"),
         }
     }
 
@@ -744,13 +753,8 @@ impl<S: Service> Core<S> {
     /// client to arrive. One wake-up is at stake, so one connection is taken;
     /// one a sibling was also woken for costs that sibling an empty accept.
     fn take_absorbed(&mut self, now: Instant) {
-        match admit::accept(self.ctx.listener.as_fd()) {
-            Ok(fd) => self.admit_draining(fd, now),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => tracing::debug!(
-                core = self.ctx.index,
-                "accept after the drain's cancel: {e}"
-            ),
+        if let Some(fd) = self.accept_now("after the drain's cancel") {
+            self.admit_draining(fd, now);
         }
     }
 
