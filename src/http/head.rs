@@ -15,6 +15,10 @@
 //!   with chunked anywhere but last; any other coding (`gzip`) is 501;
 //! - an HTTP/1.1 request with no Host, any request with more than one, or a
 //!   Host that is not `uri-host [":" port]` (RFC 9112 §3.2);
+//! - Content-Type on more than one line: it is a single media type (RFC 9110
+//!   §8.3), which a sender must not repeat (§5.3), and taking the first line
+//!   where a proxy or filter ahead takes the last would give the app a body
+//!   of another type than the one that was checked (gunicorn refuses too);
 //! - more than [`MAX_HEADERS`] header lines is 431, like an oversized head.
 //!   obs-fold, a space before the colon, and CR or NUL in a value are refused
 //!   by httparse itself.
@@ -89,6 +93,8 @@ impl RequestHead {
 pub(crate) struct HeadScanner {
     /// Bytes of the buffer already scanned (no LF of the blank line in them).
     scanned: usize,
+    /// The request line of a head still arriving was found and is valid.
+    line_checked: bool,
 }
 
 impl HeadScanner {
@@ -100,23 +106,53 @@ impl HeadScanner {
         while let Some(off) = buf[from..].iter().position(|&b| b == b'\n') {
             let lf = from + off;
             if lf == 0 || buf[lf - 1] != b'\r' {
+                self.check_line(buf, max_head)?;
                 return Err(HttpError::BadRequest("bare LF in request head"));
             }
             if lf >= 3 && buf[lf - 3..lf] == *b"\r\n\r" {
-                self.scanned = 0;
-                return if lf + 1 > max_head {
-                    Err(too_large(buf, max_head))
-                } else {
-                    Ok(Some(lf + 1))
-                };
+                if lf + 1 > max_head {
+                    self.check_line(buf, max_head)?;
+                    return Err(too_large(buf, max_head));
+                }
+                *self = HeadScanner::default();
+                return Ok(Some(lf + 1));
             }
             from = lf + 1;
         }
         self.scanned = buf.len();
+        self.check_line(buf, max_head)?;
         if buf.len() > max_head {
             return Err(too_large(buf, max_head));
         }
         Ok(None)
+    }
+
+    /// Holds the request line of a head still arriving to the rules as soon
+    /// as it is complete, so a bad one is answered at once rather than when
+    /// the head ends (a client that sends it and then waits, or half-closes,
+    /// would get no answer at all). Once per head, and off the common path:
+    /// a head that arrives whole is parsed once, by [`parse`].
+    ///
+    /// An error found past the line (a bare LF, a head over `max_head`) is
+    /// reported only after the line has been looked at, as it would have been
+    /// had the head arrived in pieces: the answer does not hang on how the
+    /// bytes were split. A line that does not end within `max_head`, or
+    /// ends in a bare LF, is left to those errors.
+    fn check_line(&mut self, buf: &[u8], max_head: usize) -> Result<(), HttpError> {
+        if self.line_checked {
+            return Ok(());
+        }
+        let within = &buf[..buf.len().min(max_head)];
+        let Some(lf) = within.iter().position(|&b| b == b'\n') else {
+            return Ok(());
+        };
+        if lf == 0 || buf[lf - 1] != b'\r' {
+            return Ok(());
+        }
+        let line = request_line::parse(&buf[..lf - 1])?;
+        target::classify(line.method, line.target)?;
+        self.line_checked = true;
+        Ok(())
     }
 
     /// `n` bytes were removed from the front of the scanned buffer.
@@ -192,7 +228,7 @@ fn validate(
         + absolute.map_or(0, |a| "Host".len() + a.len());
     let mut headers = Fields::with_capacity(fields.len() + 1, bytes);
     let mut length: Option<u64> = None;
-    let mut hosts = 0;
+    let (mut hosts, mut content_types) = (0, 0);
     let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
     // Transfer-Encoding: seen at all, any coding, last coding chunked, chunked before the last.
     let (mut te, mut codings, mut last_chunked, mut chunked_early, mut unknown) =
@@ -217,6 +253,11 @@ fn validate(
             for option in list_items(value) {
                 close |= option.eq_ignore_ascii_case(b"close");
                 keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("content-type") {
+            content_types += 1;
+            if content_types > 1 {
+                return Err(HttpError::BadRequest("repeated Content-Type"));
             }
         } else if name.eq_ignore_ascii_case("expect") {
             expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
@@ -435,6 +476,22 @@ mod tests {
     }
 
     #[test]
+    fn content_type_on_two_lines_is_400() {
+        for fields in [
+            "Content-Type: application/json\r\nContent-Type: text/html\r\n",
+            "Content-Type: text/plain\r\ncontent-type: text/plain\r\n",
+        ] {
+            let head = format!("POST / HTTP/1.1\r\nHost: h\r\n{fields}\r\n");
+            assert_eq!(status(&head), 400, "{fields:?}");
+        }
+        let one = parse_str("POST / HTTP/1.1\r\nHost: h\r\nContent-Type: a/b; q=\"x,y\"\r\n\r\n");
+        assert_eq!(
+            one.unwrap().header("content-type"),
+            Some(&b"a/b; q=\"x,y\""[..])
+        );
+    }
+
+    #[test]
     fn unknown_transfer_codings_are_501() {
         for coding in ["gzip", "gzip, chunked", "deflate,chunked"] {
             let head = format!("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: {coding}\r\n\r\n");
@@ -490,6 +547,41 @@ mod tests {
         assert_eq!(scanner.scan(head, 1024), Ok(Some(head.len() - 4)));
         // Reset after a find: the next head is scanned from its start.
         assert_eq!(scanner.scanned, 0);
+    }
+
+    #[test]
+    fn a_bad_request_line_is_refused_before_its_head_is_complete() {
+        for (partial, status) in [
+            (&b"GET / HTTQ/1.1\r\n"[..], 400),
+            (
+                b"PROXY TCP4 192.168.0.1 192.168.0.11 65iii 100000\r\nHost",
+                400,
+            ),
+            (b"GET /a b HTTP/1.1\r\n", 400),
+            (b"GET / HTTP/2.0\r\nHost: h\r\n", 505),
+            (b"GET example.com HTTP/1.1\r\n", 400),
+        ] {
+            let mut scanner = HeadScanner::default();
+            let got = scanner.scan(partial, 1024).map_err(|e| e.status());
+            assert_eq!(got, Err(status), "{:?}", String::from_utf8_lossy(partial));
+        }
+        // A good line with the rest to come: nothing yet, and the line is
+        // looked at once, not at every read.
+        let mut scanner = HeadScanner::default();
+        assert_eq!(scanner.scan(b"GET / HTTP/1.1\r\nHo", 1024), Ok(None));
+        assert!(scanner.line_checked);
+        assert_eq!(
+            scanner.scan(b"GET / HTTP/1.1\r\nHost: h\r\n", 1024),
+            Ok(None)
+        );
+        assert_eq!(
+            scanner.scan(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", 1024),
+            Ok(Some(27))
+        );
+        assert!(
+            !scanner.line_checked,
+            "the next head's line is checked anew"
+        );
     }
 
     #[test]

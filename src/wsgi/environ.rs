@@ -17,7 +17,7 @@
 //!   with or without a space; the comma alone is what wsgiref, Werkzeug,
 //!   gunicorn and Granian give an app), `Cookie` with `"; "` (RFC 6265
 //!   §5.4). Content-Type/Length become CONTENT_TYPE/LENGTH only (never
-//!   HTTP_CONTENT_*), from their first line.
+//!   HTTP_CONTENT_*); the protocol refuses either on two lines.
 //! - On a Unix socket, SERVER_NAME is the socket path and SERVER_PORT is "80"
 //!   (the http scheme's port, as gunicorn does), so URL reconstruction that
 //!   falls back to them omits the port; REMOTE_ADDR is "" and REMOTE_PORT is

@@ -143,6 +143,8 @@ CASES: Dict[str, bytes] = {
     "host-ipv6": b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n" + NEXT,
     "host-list": b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n" + NEXT,
     "host-http10-duplicate": b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
+    # Content-Type is one media type: a second line is refused.
+    "content-type-duplicate": post(b"Content-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n", b"{}" + NEXT),
     # Connection handling.
     "connection-close-pipelined": b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" + NEXT,
     "connection-close-list": b"GET / HTTP/1.1\r\nHost: h\r\nConnection: x, CLOSE\r\n\r\n" + NEXT,

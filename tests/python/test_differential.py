@@ -216,6 +216,16 @@ KNOWN_DIFFERENCES: List[Known] = [
         "one whose Host is not uri-host [ ':' port ] (RFC 9110 §7.2)",
     ),
     Known(
+        "content-type-repeated",
+        BOTH,
+        "m0serve refuses",
+        refused("repeated Content-Type"),
+        "RFC 9110 §8.3: Content-Type is one media type, and §5.3: a sender MUST NOT repeat a field "
+        "that is not a list; recipients may do as they please, and a filter ahead that reads the "
+        "last line where the app reads the first would have checked another type than the app "
+        "parses, so m0serve refuses (as gunicorn does)",
+    ),
+    Known(
         "request-target",
         BOTH,
         "m0serve refuses",

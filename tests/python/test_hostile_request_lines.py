@@ -6,6 +6,8 @@ bad_input.rs holds the same family against the pure binary.)"""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from helpers import Server
@@ -57,4 +59,23 @@ def test_whitespace_in_the_request_line_is_400_in_every_shape(serve, shape):
             answer = server.exchange(line, timeout=5)
             assert answer.startswith(b"HTTP/1.1 400 "), (line, answer)
             assert bystander_get(bystander).startswith(b"HTTP/1.1 200 "), line
+    assert server.proc.poll() is None, server.output
+
+
+@pytest.mark.parametrize("half_close", [False, True], ids=["waits", "half-closes"])
+def test_a_bad_request_line_is_answered_before_the_rest_of_its_head(serve, half_close):
+    """The line alone, then nothing (or a FIN): the 400 does not wait for a
+    head that will not come (before, a half-closed client got no answer and
+    a waiting one waited out the head's timeout)."""
+    server: Server = serve("plain:hello", "--header-read-timeout=30")
+    for line in HOSTILE[:-1] + [b"GET / HTTQ/1.1\r\n", b"PROXY TCP4 192.168.0.1 192.168.0.11 65iii 100000\r\n"]:
+        partial = line[: line.index(b"\r\n") + 2]
+        with server.connect(timeout=5) as sock:
+            sock.sendall(partial)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := sock.recv(1 << 16):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 400 "), (partial, answer)
     assert server.proc.poll() is None, server.output

@@ -275,6 +275,24 @@ fn non_http_bytes_are_refused_at_once() {
     }
 }
 
+/// A request line that is complete and bad is answered before the rest of
+/// the head, even when the client then half-closes and sends nothing more.
+#[test]
+fn a_bad_request_line_is_answered_before_the_head_ends() {
+    for eof in [false, true] {
+        let mut c = conn();
+        c.recv(b"GET /a b HTTP/1.1\r\nHost: h\r\n");
+        if eof {
+            c.recv_eof();
+        }
+        match c.next_event() {
+            Some(Event::Error(e)) => assert_eq!(e.status(), 400, "eof {eof}"),
+            other => panic!("eof {eof}: {other:?}"),
+        }
+        assert!(c.must_close());
+    }
+}
+
 #[test]
 fn absolute_form_is_served_as_origin_form_with_its_host() {
     let mut c = conn();
