@@ -101,7 +101,33 @@ pub struct ChunkedDecoder {
     /// peer cannot stream them forever.
     meta: usize,
     max_meta: usize,
+    /// The trailer field name being read, lowercased, while it could still
+    /// be one of [`FORBIDDEN_TRAILERS`] (`name_len` past the buffer: it cannot).
+    name: [u8; LONGEST_FORBIDDEN],
+    name_len: usize,
 }
+
+/// Fields a trailer must not carry (RFC 9110 §6.5.1): they frame the message
+/// (Transfer-Encoding, Content-Length, Trailer, TE), route it (Host),
+/// authenticate it (Authorization, Proxy-Authorization, §11.6-7) or say how
+/// to read the content (Content-Type, Content-Encoding, Content-Range), all
+/// of which must be known before the body. Trailers are dropped here, never
+/// merged into the head, but a request that carries one of these was made by
+/// a sender that breaks that MUST NOT, or to make a peer that merges
+/// trailers read it otherwise: it is refused (400), as gunicorn does.
+const FORBIDDEN_TRAILERS: [&[u8]; 10] = [
+    b"transfer-encoding",
+    b"content-length",
+    b"trailer",
+    b"te",
+    b"host",
+    b"authorization",
+    b"proxy-authorization",
+    b"content-type",
+    b"content-encoding",
+    b"content-range",
+];
+const LONGEST_FORBIDDEN: usize = "proxy-authorization".len();
 
 const BAD_SIZE: HttpError = HttpError::BadRequest("invalid chunk size");
 const BAD_CRLF: HttpError = HttpError::BadRequest("missing CRLF in chunked body");
@@ -109,6 +135,8 @@ const BAD_EXT: HttpError = HttpError::BadRequest("invalid chunk extension");
 const BAD_META: HttpError = HttpError::BadRequest("invalid chunk extension or trailer");
 const BAD_TRAILER: HttpError = HttpError::BadRequest("invalid trailer field");
 const LONG_META: HttpError = HttpError::BadRequest("chunk extensions or trailers too long");
+const FORBIDDEN_TRAILER: HttpError =
+    HttpError::BadRequest("forbidden trailer field (framing, routing or content metadata)");
 
 impl ChunkedDecoder {
     /// `max_body` bounds the decoded data (413 beyond); `max_meta` bounds the
@@ -121,6 +149,8 @@ impl ChunkedDecoder {
             max_body,
             meta: 0,
             max_meta,
+            name: [0; LONGEST_FORBIDDEN],
+            name_len: 0,
         }
     }
 
@@ -194,9 +224,22 @@ impl ChunkedDecoder {
                 State::TrailerStart if b == b'\r' => State::EndLf,
                 State::TrailerStart | State::TrailerName if is_tchar(b) => {
                     self.count_meta(b)?;
+                    if self.state == State::TrailerStart {
+                        self.name_len = 0;
+                    }
+                    if let Some(slot) = self.name.get_mut(self.name_len) {
+                        *slot = b.to_ascii_lowercase();
+                    }
+                    self.name_len = self.name_len.saturating_add(1);
                     State::TrailerName
                 }
-                State::TrailerName if b == b':' => State::TrailerValue,
+                State::TrailerName if b == b':' => {
+                    let name = self.name.get(..self.name_len).unwrap_or_default();
+                    if FORBIDDEN_TRAILERS.contains(&name) {
+                        return Err(FORBIDDEN_TRAILER);
+                    }
+                    State::TrailerValue
+                }
                 State::TrailerStart | State::TrailerName => return Err(BAD_TRAILER),
                 State::TrailerValue => match b {
                     b'\r' => State::TrailerLf,
@@ -429,6 +472,33 @@ mod tests {
         ] {
             let body = format!("20{ext}\r\n{}\r\n0\r\n\r\n", "x".repeat(32));
             assert_eq!(decode_all(body.as_bytes(), 1), Err(BAD_EXT), "{ext:?}");
+        }
+    }
+
+    #[test]
+    fn framing_routing_and_content_fields_are_refused_in_trailers() {
+        for name in FORBIDDEN_TRAILERS {
+            let name = String::from_utf8_lossy(name).to_uppercase();
+            for step in [1, 64] {
+                let body = format!("5\r\nhello\r\n0\r\nX: 1\r\n{name}: 9\r\n\r\n");
+                assert_eq!(
+                    decode_all(body.as_bytes(), step),
+                    Err(FORBIDDEN_TRAILER),
+                    "{name} step {step}"
+                );
+            }
+        }
+        // Names that only begin or end like one, or are longer, are fields like any.
+        for name in [
+            "Content-Lengths",
+            "X-Host",
+            "Hos",
+            "T",
+            "TEE",
+            "Proxy-Authorization-X",
+        ] {
+            let body = format!("0\r\n{name}: 1\r\n\r\n");
+            assert_eq!(decode_all(body.as_bytes(), 1), Ok((vec![], true)), "{name}");
         }
     }
 

@@ -60,6 +60,9 @@ CASES: Dict[str, bytes] = {
     "chunk-size-overflow": post(
         b"Transfer-Encoding: chunked\r\n", b"10000000000000005\r\nhello\r\n0\r\n\r\n" + NEXT
     ),
+    # Over the default 1 GiB body limit: 413 when announced, before the data.
+    "chunk-size-over-limit": post(b"Transfer-Encoding: chunked\r\n", b"40000001\r\nhello"),
+    "content-length-over-limit": post(b"Content-Length: 1073741825\r\n", b"hello"),
     "chunk-ext": post(b"Transfer-Encoding: chunked\r\n", b"5;a=b\r\nhello\r\n0;c\r\n\r\n" + NEXT),
     "chunk-ext-quoted": post(b"Transfer-Encoding: chunked\r\n", b'5;a="x;y"\r\nhello\r\n0\r\n\r\n' + NEXT),
     "chunk-ext-bws": post(b"Transfer-Encoding: chunked\r\n", b"5 ; a = b\r\nhello\r\n0\r\n\r\n" + NEXT),
@@ -77,6 +80,8 @@ CASES: Dict[str, bytes] = {
     "chunk-end-bare-lf": post(b"Transfer-Encoding: chunked\r\n", b"0\r\n\n" + NEXT),
     "chunk-trailer": post(b"Transfer-Encoding: chunked\r\n", b"0\r\nX: y\r\n\r\n" + NEXT),
     "chunk-trailer-cl": post(b"Transfer-Encoding: chunked\r\n", b"0\r\nContent-Length: 5\r\n\r\nhello" + NEXT),
+    "chunk-trailer-host": post(b"Transfer-Encoding: chunked\r\n", b"5\r\nhello\r\n0\r\nhost: evil\r\n\r\n" + NEXT),
+    "chunk-trailer-te": post(b"Transfer-Encoding: chunked\r\n", b"0\r\nX: 1\r\nTransfer-Encoding: chunked\r\n\r\n" + NEXT),
     "chunk-trailer-bad-name": post(b"Transfer-Encoding: chunked\r\n", b"0\r\nX y: z\r\n\r\n" + NEXT),
     "chunk-trailer-no-colon": post(b"Transfer-Encoding: chunked\r\n", b"0\r\nXYZ\r\n\r\n" + NEXT),
     "chunk-trailer-folded": post(b"Transfer-Encoding: chunked\r\n", b"0\r\nX: y\r\n z\r\n\r\n" + NEXT),

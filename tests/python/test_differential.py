@@ -266,6 +266,16 @@ KNOWN_DIFFERENCES: List[Known] = [
         "are in neither token nor quoted-string)",
     ),
     Known(
+        "trailer-forbidden-field",
+        BOTH,
+        "m0serve refuses",
+        refused("forbidden trailer field"),
+        "RFC 9110 §6.5.1: a sender MUST NOT put in a trailer a field that frames or routes the "
+        "message, authenticates it or says how to read its content (Content-Length, "
+        "Transfer-Encoding, Host, Authorization, Content-Type, ...); m0serve drops trailers, but "
+        "refuses a request that carries one, which a peer merging trailers could read otherwise",
+    ),
+    Known(
         "trailer-syntax",
         BOTH,
         "m0serve refuses",
@@ -339,6 +349,14 @@ KNOWN_DIFFERENCES: List[Known] = [
         http10_keep_alive,
         "RFC 9112 §9.3 and Appendix C.2.2: an HTTP/1.0 request with `Connection: keep-alive` may "
         "keep the connection; h11 always closes one",
+    ),
+    Known(
+        "http10-keep-alive-then-refused",
+        ("h11",),
+        "m0serve refuses",
+        all_of(http10_keep_alive, lambda c: c.other.outcome == hp.CLOSED),
+        "as http10-keep-alive: m0serve reads on after the kept-alive HTTP/1.0 request and refuses "
+        "the bad one behind it, which h11 never reads",
     ),
 ]
 
