@@ -14,7 +14,8 @@
 //! - Transfer-Encoding with Content-Length, in an HTTP/1.0 request, empty, or
 //!   with chunked anywhere but last; any other coding (`gzip`) is 501;
 //! - an HTTP/1.1 request with no Host, any request with more than one, or a
-//!   Host that is not `uri-host [":" port]` (RFC 9112 §3.2);
+//!   Host that is not `uri-host [":" port]` with a host (RFC 9112 §3.2; an
+//!   empty one names no http URI, RFC 9110 §4.2.1);
 //! - Content-Type on more than one line: it is a single media type (RFC 9110
 //!   §8.3), which a sender must not repeat (§5.3), and taking the first line
 //!   where a proxy or filter ahead takes the last would give the app a body
@@ -263,7 +264,7 @@ fn validate(
             expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
-            if !std::str::from_utf8(value).is_ok_and(target::is_host_port) {
+            if !std::str::from_utf8(value).is_ok_and(target::is_http_host) {
                 return Err(HttpError::BadRequest("invalid Host header"));
             }
             // The target's authority is the host, whatever Host said (§3.2.2).
@@ -469,6 +470,12 @@ mod tests {
             400
         );
         assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), 400, "missing Host");
+        for empty in ["Host:", "Host: ", "Host: :80", "host:\t"] {
+            let head = format!("GET / HTTP/1.1\r\n{empty}\r\n\r\n");
+            assert_eq!(status(&head), 400, "{empty:?}");
+            let head = format!("GET / HTTP/1.0\r\n{empty}\r\n\r\n");
+            assert_eq!(status(&head), 400, "1.0 {empty:?}");
+        }
         assert!(
             parse_str("GET / HTTP/1.0\r\n\r\n").is_ok(),
             "1.0 needs no Host"

@@ -66,7 +66,13 @@ fn parse_version(version: &[u8]) -> Result<Version, HttpError> {
         [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if minor.is_ascii_digit() => {
             Ok(Version::Http11)
         }
-        [b'H', b'T', b'T', b'P', b'/', major, ..] if major.is_ascii_digit() && *major != b'1' => {
+        // Well formed (`DIGIT "." DIGIT`, or HTTP/2's and HTTP/3's bare
+        // major) but not 1.x; `HTTP/01.01` or `HTTP/2.00` is no version at
+        // all (RFC 9112 §2.3: one digit each side), so 400.
+        [b'H', b'T', b'T', b'P', b'/', major]
+        | [b'H', b'T', b'T', b'P', b'/', major, b'.', b'0'..=b'9']
+            if major.is_ascii_digit() && *major != b'1' =>
+        {
             Err(HttpError::VersionNotSupported)
         }
         _ => Err(HttpError::BadRequest("malformed HTTP version")),
@@ -173,6 +179,11 @@ mod tests {
             "GET / HTTP/11",
             "GET / HTTP/x.1",
             "GET / HTTPS/1.1",
+            "GET / HTTP/01.01",
+            "GET / HTTP/01.1",
+            "GET / HTTP/2.00",
+            "GET / HTTP/22",
+            "GET / HTTP/2.x",
         ] {
             assert_eq!(err(line).status(), 400, "{line:?}");
         }

@@ -78,7 +78,7 @@ fn absolute(target: &str) -> Result<Target<'_>, HttpError> {
     if authority.contains('@') {
         return Err(HttpError::BadRequest("userinfo in request target"));
     }
-    if !is_host_port(authority) || host_part(authority).is_empty() {
+    if !is_http_host(authority) {
         return Err(HttpError::BadRequest("invalid host in request target"));
     }
     let origin = if origin.is_empty() {
@@ -112,10 +112,19 @@ fn host_part(authority: &str) -> &str {
         .map_or(authority, |(host, _)| host)
 }
 
-/// Whether a `Host` field value (or an authority without userinfo) is
-/// `uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2). An empty value
-/// is valid: it is what a client sends for a URI without an authority.
-pub(crate) fn is_host_port(value: &str) -> bool {
+/// Whether a `Host` field value, or an absolute-form target's authority,
+/// names the host of an http(s) URI: `uri-host [ ":" port ]` with a host
+/// that is not empty. RFC 9112 §3.2 lets a client send an empty Host for a
+/// URI without an authority, but an http(s) URI always has one, and RFC 9110
+/// §4.2.1 has a recipient reject one whose host is empty: such a request has
+/// no target this server could be asked for (400, as nginx answers).
+pub(crate) fn is_http_host(value: &str) -> bool {
+    is_host_port(value) && !host_part(value).is_empty()
+}
+
+/// Whether a value is `uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986
+/// §3.2.2); the host may be empty (a `reg-name` may).
+fn is_host_port(value: &str) -> bool {
     let (host, port) = if let Some(inner) = value.strip_prefix('[') {
         let Some((literal, after)) = inner.split_once(']') else {
             return false;
@@ -297,6 +306,14 @@ mod tests {
             "\u{e9}.example",
         ] {
             assert!(!is_host_port(host), "{host:?}");
+        }
+        // An http(s) URI's host is never empty.
+        assert!(is_host_port("") && is_host_port(":80"));
+        for host in ["", ":80", ":"] {
+            assert!(!is_http_host(host), "{host:?}");
+        }
+        for host in ["a", "a:80", "[::1]", "[::1]:80"] {
+            assert!(is_http_host(host), "{host:?}");
         }
     }
 }

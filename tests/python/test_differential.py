@@ -213,7 +213,8 @@ KNOWN_DIFFERENCES: List[Known] = [
         refused("Host header"),
         "RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host (h11 asks "
         "it of 1.1 exactly, not 1.2), to any request with more than one Host field line, and to "
-        "one whose Host is not uri-host [ ':' port ] (RFC 9110 §7.2)",
+        "one whose Host is not uri-host [ ':' port ] (RFC 9110 §7.2), or whose host is empty (an "
+        "http URI with an empty host MUST be rejected as invalid, RFC 9110 §4.2.1)",
     ),
     Known(
         "content-type-repeated",
