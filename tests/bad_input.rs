@@ -149,6 +149,21 @@ fn target_over_64_kib_414() {
     );
 }
 
+// --- 501: a method over 64 KiB --------------------------------------------------
+
+#[test]
+fn method_over_64_kib_501() {
+    // The method alone crosses the head's limit: "longer than any that it
+    // implements" (RFC 9112 §3), whatever the backend's reads bring.
+    let first = vec![b'A'; 63 * 1024];
+    let second = [b'A'; 4 * 1024];
+    refused_in_parts(
+        &[],
+        &[&first, &second, b" / HTTP/1.1\r\nHost: x\r\n\r\n"],
+        501,
+    );
+}
+
 // --- 413: body over --max-body-size --------------------------------------------
 
 #[test]

@@ -162,15 +162,27 @@ impl HeadScanner {
     }
 }
 
-/// A head over `max_head`: 414 where its request line alone is (a method,
-/// a space, then a target longer than the server parses: RFC 9112 §3), 431
-/// otherwise (the fields are too large, or the line is no request line).
+/// A head over `max_head`, judged on its first `max_head + 1` bytes alone,
+/// which every caller has, so that the answer does not hang on how far past
+/// the limit a read happened to reach (a method of 100 KB got 431 from one
+/// backend and 414 from the other):
+/// - the request line ended within them: the fields are too large, 431;
+/// - else the line alone is over the limit (RFC 9112 §3): in its target,
+///   414 (MUST); in its method (no SP yet), 501, "a method longer than any
+///   that it implements" (SHOULD); bytes that make no method, 400.
 fn too_large(buf: &[u8], max_head: usize) -> HttpError {
-    let line = &buf[..buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len())];
-    if line.len() > max_head && line.contains(&b' ') {
-        HttpError::UriTooLong
+    let seen = &buf[..buf.len().min(max_head + 1)];
+    if seen.contains(&b'\n') {
+        return HttpError::HeadTooLarge;
+    }
+    let method_end = seen.iter().position(|&b| b == b' ').unwrap_or(seen.len());
+    let method = &seen[..method_end];
+    if method.is_empty() || !method.iter().all(|&b| request_line::is_tchar(b)) {
+        HttpError::BadRequest("malformed request line")
+    } else if method_end == seen.len() {
+        HttpError::NotImplemented("request method too long")
     } else {
-        HttpError::HeadTooLarge
+        HttpError::UriTooLong
     }
 }
 
@@ -619,15 +631,17 @@ mod tests {
             Err(HttpError::HeadTooLarge)
         );
         // Incomplete and already past the limit: refused without waiting for more.
+        let mut partial = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        partial.resize(31, b'a');
         assert_eq!(
-            HeadScanner::default().scan(&[b'a'; 11], 10),
+            HeadScanner::default().scan(&partial, 30),
             Err(HttpError::HeadTooLarge)
         );
-        assert_eq!(HeadScanner::default().scan(&[b'a'; 10], 10), Ok(None));
+        assert_eq!(HeadScanner::default().scan(&partial[..30], 30), Ok(None));
     }
 
     #[test]
-    fn a_request_line_alone_over_the_limit_is_414() {
+    fn a_request_line_alone_over_the_limit_is_414_or_501() {
         let mut line = b"GET /".to_vec();
         line.resize(100, b'a');
         // Incomplete: the line has not even ended.
@@ -648,10 +662,39 @@ mod tests {
             HeadScanner::default().scan(&head, 64),
             Err(HttpError::HeadTooLarge)
         );
-        // No request line at all (no space): 431, not a target's fault.
+        // A method over the limit by itself: 501 (RFC 9112 §3), however
+        // far past the limit the bytes reach and whether the line ends.
+        for len in [65, 66, 100, 1000] {
+            let mut method = vec![b'A'; len];
+            assert_eq!(
+                HeadScanner::default().scan(&method, 64),
+                Err(HttpError::NotImplemented("request method too long")),
+                "{len}"
+            );
+            method.extend_from_slice(b" / HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(
+                HeadScanner::default().scan(&method, 64),
+                Err(HttpError::NotImplemented("request method too long")),
+                "{len} complete"
+            );
+        }
+        // The first 65 bytes decide, not what follows them.
+        let mut at_the_edge = vec![b'A'; 65];
+        at_the_edge.extend_from_slice(b" /");
         assert_eq!(
-            HeadScanner::default().scan(&[b'a'; 100], 64),
-            Err(HttpError::HeadTooLarge)
+            HeadScanner::default()
+                .scan(&at_the_edge, 64)
+                .map_err(|e| e.status()),
+            Err(501)
+        );
+        // Bytes that are no method: 400.
+        let mut junk = vec![b'A'; 10];
+        junk.resize(100, b'(');
+        assert_eq!(
+            HeadScanner::default()
+                .scan(&junk, 64)
+                .map_err(|e| e.status()),
+            Err(400)
         );
     }
 
