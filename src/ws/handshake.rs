@@ -2,7 +2,8 @@
 //! request and the headers of the server's `101 Switching Protocols`.
 //!
 //! A request is a WebSocket attempt when its `Upgrade` header lists the
-//! `websocket` token ([`is_websocket_request`]); [`validate`] then holds it to
+//! `websocket` token in HTTP/1.1 ([`is_websocket_request`]; an HTTP/1.0
+//! request's `Upgrade` is ignored); [`validate`] then holds it to
 //! §4.2.1. Refusals: 400 for a request that is not a valid handshake (method,
 //! version, the `Connection: upgrade` token, `Sec-WebSocket-Key`), and 426
 //! with `Sec-WebSocket-Version: 13` for a version other than 13 (§4.4),
@@ -86,9 +87,11 @@ impl Upgrade {
     }
 }
 
-/// Whether `head` asks for a WebSocket (its `Upgrade` lists `websocket`).
+/// Whether `head` asks for a WebSocket: its `Upgrade` lists `websocket`, in
+/// an HTTP/1.1 request. An HTTP/1.0 request's `Upgrade` is ignored (RFC 9110
+/// §7.8: a server MUST), and the request is served as plain HTTP.
 pub fn is_websocket_request(head: &RequestHead) -> bool {
-    has_token(head, "upgrade", b"websocket")
+    head.version == Version::Http11 && has_token(head, "upgrade", b"websocket")
 }
 
 /// Holds an upgrade request to RFC 6455 §4.2.1.
@@ -232,6 +235,11 @@ mod tests {
     fn not_a_websocket_request() {
         assert!(!is_websocket_request(&head("")));
         assert!(!is_websocket_request(&head("Upgrade: h2c\r\n")));
+        assert!(!is_websocket_request(&request(
+            "GET",
+            "HTTP/1.0",
+            &good("")
+        )));
         assert_eq!(
             validate(&head("Connection: upgrade\r\nUpgrade: h2c\r\n")),
             Err(HandshakeError::BadRequest("missing Upgrade: websocket"))

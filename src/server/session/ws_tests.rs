@@ -377,6 +377,26 @@ fn a_denial_response_is_sent_as_http() {
     assert!(!c.s.done());
 }
 
+/// RFC 9110 §7.8: a server MUST ignore `Upgrade` in an HTTP/1.0 request; the
+/// app gets a plain HTTP request (before, the handshake's check answered 400).
+#[test]
+fn an_http10_upgrade_is_served_as_plain_http() {
+    let app = ThreadApp::new(|req, ex| {
+        let body: &[u8] = match req.kind {
+            RequestKind::Http => b"http",
+            RequestKind::WebSocket { .. } => b"websocket",
+        };
+        answer(&ex, 200, body).unwrap()
+    })
+    .websocket();
+    let mut c = Client::new(app);
+    let old = upgrade_request("Connection: keep-alive\r\n").replace("HTTP/1.1", "HTTP/1.0");
+    c.send(old.as_bytes());
+    let (head, body) = c.response();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "http");
+}
+
 #[test]
 fn a_bad_handshake_is_400_or_426_without_the_app() {
     let mut c = Client::new(ThreadApp::new(ws_echo).websocket());
