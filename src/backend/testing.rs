@@ -851,9 +851,12 @@ pub fn hand_off_between_two_cores(run: RunFn) {
     let busy = usize::from(h.handed_to(1) > h.handed_to(0));
     let mut blocker = h.hand_off(busy);
     echo(&mut blocker, "blocker\n");
-    blocker.write_all(b"sleep 600\n").unwrap();
+    // Long enough that the five connections below are all made while it
+    // runs, even on a loaded machine (at 600 ms, CI once saw the busy core
+    // done with its view and taking the next connection itself).
+    blocker.write_all(b"sleep 2000\n").unwrap();
     let asleep = Instant::now();
-    while line_on(busy, "sleep 600") == 0 {
+    while line_on(busy, "sleep 2000") == 0 {
         assert!(
             asleep.elapsed() < CLIENT_TIMEOUT,
             "the blocker was never read"
@@ -872,7 +875,7 @@ pub fn hand_off_between_two_cores(run: RunFn) {
         );
         held.push(c);
     }
-    echo_read(&mut blocker, "sleep 600\n");
+    echo_read(&mut blocker, "sleep 2000\n");
     held.push(blocker);
     for c in &mut held {
         echo(c, "quit\n");
