@@ -57,6 +57,8 @@ pub struct BufferedBody {
     pub memory: Vec<Vec<u8>>,
     /// Positioned at its start.
     pub spill: Option<File>,
+    /// The bytes in `spill`.
+    pub spilled: u64,
 }
 
 impl BodyBuffer {
@@ -120,6 +122,7 @@ impl BodyBuffer {
         Ok(BufferedBody {
             memory: self.memory,
             spill,
+            spilled: self.spilled,
         })
     }
 }

@@ -155,6 +155,10 @@ struct State {
     body_pos: usize,
     /// The part of a buffered body past its memory, read after `body`.
     spill: Option<File>,
+    /// The bytes in `spill` when it was handed over.
+    spill_len: u64,
+    /// The body was handed over whole, buffered by the core ([`Exchange::push_complete`]).
+    whole: bool,
     /// WebSocket messages not received yet.
     ws_in: VecDeque<WsMessage>,
     /// Bytes in `body` not read yet, plus the weight of `ws_in`.
@@ -211,6 +215,8 @@ impl Exchange {
                 body: VecDeque::new(),
                 body_pos: 0,
                 spill: None,
+                spill_len: 0,
+                whole: false,
                 ws_in: VecDeque::new(),
                 inbound: 0,
                 body_end: false,
@@ -508,7 +514,19 @@ impl Exchange {
             s.body.push_back(chunk);
         }
         s.spill = body.spill;
+        s.spill_len = body.spilled;
+        s.whole = true;
         s.body_end = true;
+    }
+
+    /// The whole body's length, where the app is given the body whole (the
+    /// core buffered it, or an inline app runs once it has arrived); None
+    /// where it streams, even if it happens to have arrived already, so the
+    /// answer does not hang on timing. Only before the app has read any of it
+    /// (when its environ is built): reads take from what this counts.
+    pub fn complete_body_len(&self) -> Option<u64> {
+        let s = self.lock();
+        (s.body_end && (s.whole || self.inline)).then(|| s.inbound as u64 + s.spill_len)
     }
 
     /// The request body is complete.
@@ -630,6 +648,34 @@ mod tests {
             Ok(BodyRead::Data(d)) => d,
             other => panic!("expected data, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_body_handed_over_whole_has_a_length_a_streamed_one_none() {
+        // Streamed: none, even once it has all arrived (timing must not decide).
+        let (ex, _board) = exchange(false, false);
+        ex.push_body(b"hello".to_vec());
+        ex.end_body();
+        assert_eq!(ex.complete_body_len(), None);
+        // Buffered by the core: memory and file together.
+        let (ex, _board) = exchange(false, false);
+        let dir = std::env::temp_dir();
+        let mut buffer = crate::app::body_buffer::BodyBuffer::new(Arc::new(
+            crate::app::body_buffer::BufferConfig {
+                memory: 4,
+                spill_dir: dir,
+            },
+        ));
+        buffer.push(b"hello world".to_vec()).unwrap();
+        assert_eq!(ex.complete_body_len(), None, "not handed over yet");
+        ex.push_complete(buffer.finish().unwrap());
+        assert_eq!(ex.complete_body_len(), Some(11));
+        // An inline app runs once the body has arrived: it is whole.
+        let (ex, _board) = exchange(true, false);
+        ex.push_body(b"abc".to_vec());
+        assert_eq!(ex.complete_body_len(), None, "not ended yet");
+        ex.end_body();
+        assert_eq!(ex.complete_body_len(), Some(3));
     }
 
     #[test]

@@ -17,7 +17,13 @@
 //!   with or without a space; the comma alone is what wsgiref, Werkzeug,
 //!   gunicorn and Granian give an app), `Cookie` with `"; "` (RFC 6265
 //!   §5.4). Content-Type/Length become CONTENT_TYPE/LENGTH only (never
-//!   HTTP_CONTENT_*); the protocol refuses either on two lines.
+//!   HTTP_CONTENT_*); the protocol refuses either on two lines. A chunked
+//!   body the app is given whole (buffered by the core, the default, or in
+//!   the loop-only shape) gets CONTENT_LENGTH too, its length once
+//!   de-chunked (RFC 3875 §4.1.2, as waitress does): apps that read
+//!   CONTENT_LENGTH bytes (Django) would otherwise see an empty body. One
+//!   streamed to the app (`--request-buffering off`, `Expect: 100-continue`)
+//!   has none.
 //! - On a Unix socket, SERVER_NAME is the socket path and SERVER_PORT is "80"
 //!   (the http scheme's port, as gunicorn does), so URL reconstruction that
 //!   falls back to them omits the port; REMOTE_ADDR is "" and REMOTE_PORT is
@@ -165,12 +171,15 @@ impl Constants {
     }
 }
 
-/// The environ for `request`, reading its body through `input`.
+/// The environ for `request`, reading its body through `input`;
+/// `dechunked`: the length of a chunked body received whole, for
+/// CONTENT_LENGTH.
 pub(super) fn build<'py>(
     py: Python<'py>,
     constants: &Constants,
     request: &AppRequest,
     input: Bound<'py, Input>,
+    dechunked: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let head = &request.head;
     let environ = constants.template(py, &request.server)?.copy()?;
@@ -200,6 +209,9 @@ pub(super) fn build<'py>(
         Peer::Unix => environ.set_item(intern!(py, "REMOTE_ADDR"), intern!(py, ""))?,
     }
     set_headers(py, constants, &environ, &head.headers)?;
+    if let Some(len) = dechunked {
+        environ.set_item(intern!(py, "CONTENT_LENGTH"), len.to_string())?;
+    }
     if !request.forwarded.is_empty() {
         set_forwarded(py, &environ, request)?;
     }

@@ -28,6 +28,7 @@ use super::input::Input;
 use super::start_response::{send, Flow, StartResponse};
 use super::{environ, Shared};
 use crate::app::{AppRequest, Exchange, ResponseEvent};
+use crate::http::BodyKind;
 
 /// Serve `request` with the application, answering through `exchange`.
 pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, exchange: Arc<Exchange>) {
@@ -42,8 +43,15 @@ pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, exchange
         Ok(r) => r,
         Err(err) => return fail(py, &err, &request, &exchange),
     };
+    // A chunked body the core buffered whole has a length as well (CGI's
+    // CONTENT_LENGTH is the body's length once transfer codings are removed,
+    // RFC 3875 §4.1.2; Django reads no body without it).
+    let dechunked = match head.body {
+        BodyKind::Chunked => exchange.complete_body_len(),
+        _ => None,
+    };
     let outcome = Bound::new(py, Input::new(Arc::clone(&exchange), shared.inline))
-        .and_then(|input| environ::build(py, &shared.environ, &request, input))
+        .and_then(|input| environ::build(py, &shared.environ, &request, input, dechunked))
         .and_then(|environ| shared.app.bind(py).call1((environ, &responder)));
     let result = match outcome {
         Ok(result) => result,

@@ -168,6 +168,18 @@ def check_input_chunked(addr):
     )
     r = json.loads(reply.split(b"\r\n\r\n", 1)[1])
     assert r == {"sha256": hashlib.sha256(body).hexdigest(), "length": len(body)}, r
+    # Received whole before the app runs, a chunked body has a CONTENT_LENGTH:
+    # its de-chunked length (RFC 3875 §4.1.2), in memory or spilled to a file.
+    big = pattern(2 << 20)
+    big_chunked = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in (big[i : i + 65536] for i in range(0, len(big), 65536)))
+    for data, length in ((chunked, len(body)), (big_chunked + b"0\r\n\r\n", len(big))):
+        reply = raw(
+            addr,
+            b"POST " + ROOT.encode() + b"/environ HTTP/1.1\r\nHost: x\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + data,
+        )
+        e = json.loads(reply.split(b"\r\n\r\n", 1)[1])
+        assert e.get("CONTENT_LENGTH") == str(length), (length, e.get("CONTENT_LENGTH"))
 
 
 def check_input_large(addr):

@@ -40,6 +40,11 @@ def test_json(django_server):
         assert r.status_code == 301 and r.headers["location"] == "/json/"
 
 
+def uploaded(name):
+    """What /upload/ answers for UPLOAD sent as "blob.bin" with field `name`."""
+    return {"name": name, "filename": "blob.bin", "size": len(UPLOAD), "sha256": hashlib.sha256(UPLOAD).hexdigest()}
+
+
 def test_form_post_with_a_file_upload(django_server):
     r = httpx.post(
         django_server.url + "/upload/",
@@ -48,12 +53,27 @@ def test_form_post_with_a_file_upload(django_server):
         timeout=10,
     )
     assert r.status_code == 200, r.text
-    assert r.json() == {
-        "name": "django",
-        "filename": "blob.bin",
-        "size": len(UPLOAD),
-        "sha256": hashlib.sha256(UPLOAD).hexdigest(),
-    }
+    assert r.json() == uploaded("django")
+
+
+def test_a_chunked_upload_reaches_the_view(django_server):
+    """Django reads CONTENT_LENGTH bytes of the body: a chunked upload, which
+    has no Content-Length, gets its de-chunked length (before, the view saw
+    an empty body and no file)."""
+    form = httpx.Request(
+        "POST", django_server.url + "/upload/", data={"name": "chunked"},
+        files={"file": ("blob.bin", UPLOAD, "application/octet-stream")},
+    )
+    body = form.read()
+    r = httpx.post(
+        django_server.url + "/upload/",
+        content=iter([body[:1000], body[1000:]]),
+        headers={"Content-Type": form.headers["Content-Type"]},
+        timeout=10,
+    )
+    assert r.request.headers.get("transfer-encoding") == "chunked"
+    assert r.status_code == 200, r.text
+    assert r.json() == uploaded("chunked")
 
 
 def test_upload_with_curl(django_server, tmp_path):
