@@ -118,6 +118,8 @@ struct Exchange {
     /// The request allows reusing the connection.
     keep_alive: bool,
     expect: Continue,
+    /// Some of the body has been received (a `100 Continue` is then left out).
+    body_seen: bool,
     response: Response,
 }
 
@@ -132,6 +134,7 @@ impl Exchange {
             } else {
                 Continue::NotExpected
             },
+            body_seen: false,
             response: Response::NotStarted,
         }
     }
@@ -143,6 +146,7 @@ impl Exchange {
             head_request: false,
             keep_alive: false,
             expect: Continue::NotExpected,
+            body_seen: false,
             response: Response::NotStarted,
         }
     }

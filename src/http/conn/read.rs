@@ -56,6 +56,7 @@ impl ServerConn {
                     if *left == 0 {
                         self.read = Read::End;
                     }
+                    self.body_seen();
                     let data = &self.buf[self.pos..self.pos + n];
                     self.pos += n;
                     if !self.discard {
@@ -65,6 +66,7 @@ impl ServerConn {
                 Read::Chunked(decoder) => {
                     // One event for every chunk the buffer holds, not one per chunk.
                     let mut data = Vec::new();
+                    let before = self.pos;
                     let outcome = loop {
                         match decoder.decode(&self.buf[self.pos..]) {
                             Err(e) => break Err(e),
@@ -83,6 +85,9 @@ impl ServerConn {
                             }
                         }
                     };
+                    if self.pos > before {
+                        self.body_seen();
+                    }
                     match outcome {
                         Err(_) if self.discard => {
                             self.closed = true;
@@ -153,6 +158,13 @@ impl ServerConn {
         };
         self.exchange = Some(Exchange::new(&head));
         Ok(Some(head))
+    }
+
+    /// Body bytes of the current request were received.
+    fn body_seen(&mut self) {
+        if let Some(ex) = &mut self.exchange {
+            ex.body_seen = true;
+        }
     }
 
     /// Bad input: report it; nothing more is read.

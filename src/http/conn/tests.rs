@@ -500,6 +500,37 @@ fn continue_is_written_once_and_only_when_expected() {
     respond(&mut c, 200, "");
     assert!(!c.must_close());
 
+    // The body (some of it) came with the head, or there is none: the client
+    // did not wait, and no 100 is written (RFC 9110 §10.1.1); the connection
+    // stays reusable.
+    for (req, rest) in [
+        (&b"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\na"[..], &b"bc"[..]),
+        (b"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n", b"2\r\nbc\r\n0\r\n\r\n"),
+        (b"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n", b""),
+    ] {
+        let mut c = conn();
+        c.recv(req);
+        let mut evs = events(&mut c);
+        let mut out = Vec::new();
+        c.write_continue(&mut out);
+        assert!(out.is_empty(), "{req:?}");
+        c.recv(rest);
+        evs.extend(events(&mut c));
+        let want = if rest.is_empty() { b"".to_vec() } else { b"abc".to_vec() };
+        assert_eq!(body(&evs), (want, true), "{req:?}");
+        respond(&mut c, 200, "");
+        assert!(!c.must_close(), "{req:?}");
+    }
+    // Also once the body was read before the app asked (the core read it).
+    let mut c = conn();
+    c.recv(b"PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+    events(&mut c);
+    c.recv(b"ab");
+    events(&mut c);
+    let mut out = Vec::new();
+    c.write_continue(&mut out);
+    assert!(out.is_empty());
+
     // Not expected: nothing.
     let mut c = conn();
     c.recv(b"PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n");

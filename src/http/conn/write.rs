@@ -10,10 +10,19 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 impl ServerConn {
     /// Writes `100 Continue` if the request expects it and nothing else was
     /// written for it yet; at most once per request.
+    ///
+    /// Left out where the client did not wait for it: some of the body has
+    /// arrived already (buffered or read), or there is none to send (RFC 9110
+    /// §10.1.1: a server MAY omit it then). A client that sent everything at
+    /// once does not expect an interim answer, and one that reads the first
+    /// status line it gets as the answer would take the 100 for it.
     pub fn write_continue(&mut self, out: &mut Vec<u8>) {
+        let arrived = self.buffered() > 0 || matches!(self.read, Read::End | Read::Done);
         if let Some(ex) = &mut self.exchange {
             if ex.expect == Continue::Expected && matches!(ex.response, Response::NotStarted) {
-                out.extend_from_slice(CONTINUE);
+                if !(arrived || ex.body_seen) {
+                    out.extend_from_slice(CONTINUE);
+                }
                 ex.expect = Continue::Sent;
             }
         }
