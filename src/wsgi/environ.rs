@@ -22,8 +22,8 @@
 //!   the loop-only shape) gets CONTENT_LENGTH too, its length once
 //!   de-chunked (RFC 3875 §4.1.2, as waitress does): apps that read
 //!   CONTENT_LENGTH bytes (Django) would otherwise see an empty body. One
-//!   streamed to the app (`--request-buffering off`, `Expect: 100-continue`)
-//!   has none.
+//!   streamed to the app (`--request-buffering off`) has none, even where it
+//!   happens to have arrived whole.
 //! - On a Unix socket, SERVER_NAME is the socket path and SERVER_PORT is "80"
 //!   (the http scheme's port, as gunicorn does), so URL reconstruction that
 //!   falls back to them omits the port; REMOTE_ADDR is "" and REMOTE_PORT is
