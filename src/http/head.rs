@@ -150,8 +150,7 @@ impl HeadScanner {
         if lf == 0 || buf[lf - 1] != b'\r' {
             return Ok(());
         }
-        let line = request_line::parse(&buf[..lf - 1])?;
-        target::classify(line.method, line.target)?;
+        parse_line(&buf[..lf - 1])?;
         self.line_checked = true;
         Ok(())
     }
@@ -205,6 +204,14 @@ fn trim_ows(mut s: &[u8]) -> &[u8] {
     s
 }
 
+/// A request line (without its CRLF) and its target's form, checked against
+/// the method: what a head is held to, whole or still arriving.
+fn parse_line(line: &[u8]) -> Result<(RequestLine<'_>, Target<'_>), HttpError> {
+    let line = request_line::parse(line)?;
+    let form = target::classify(line.method, line.target)?;
+    Ok((line, form))
+}
+
 /// Parses and validates one complete head (`head` ends with its blank line).
 pub(crate) fn parse(head: &[u8]) -> Result<RequestHead, HttpError> {
     // The scanner found the blank line and refused bare LFs: a CRLF ends the line.
@@ -212,8 +219,7 @@ pub(crate) fn parse(head: &[u8]) -> Result<RequestHead, HttpError> {
         .windows(2)
         .position(|w| w == b"\r\n")
         .ok_or(HttpError::BadRequest("malformed request head"))?;
-    let line = request_line::parse(&head[..line_end])?;
-    let form = target::classify(line.method, line.target)?;
+    let (line, form) = parse_line(&head[..line_end])?;
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     match httparse::parse_headers(&head[line_end + 2..], &mut fields) {
         Ok(httparse::Status::Complete((_, fields))) => validate(&line, form, fields),
