@@ -110,6 +110,13 @@ struct Pki {
     server_cert: CertificateDer<'static>,
 }
 
+/// The folder holds a private key: it goes with the test, pass or fail.
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A self-signed certificate for `localhost`, written to a fresh folder.
 fn pki(tag: &str) -> Pki {
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
