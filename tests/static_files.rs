@@ -1,6 +1,7 @@
 //! Static files end to end (issue 2, point 7): Content-Type by extension, ETag
-//! and Last-Modified with 304, single ranges (206, 416), HEAD, and no way out
-//! of the mount (`..`, `%2e%2e`, symlinks that leave the root: 404).
+//! and Last-Modified with 304, single ranges (206, 416), HEAD, the default
+//! `Cache-Control`, and no way out of the mount (`..`, `%2e%2e`, symlinks that
+//! leave the root: 404).
 
 mod common;
 
@@ -105,6 +106,8 @@ fn files_are_served_with_their_content_type() {
             types.contains(&ty.as_str()),
             "{rel}: Content-Type {ty:?}, wanted one of {types:?}"
         );
+        // --static-path-expires' default, as Granian's.
+        assert_eq!(r.header("cache-control"), Some("max-age=86400"), "{rel}");
     }
 }
 

@@ -24,6 +24,15 @@ pub(super) struct RouteArgs {
     /// Directory served under the matching --static-path-route (repeatable).
     #[arg(long, env = "M0SERVE_STATIC_PATH_MOUNT", value_name = "DIR")]
     static_path_mount: Vec<PathBuf>,
+
+    /// Static files are sent with Cache-Control: max-age=SECS (Granian's flag and default); 0: none.
+    #[arg(
+        long,
+        env = "M0SERVE_STATIC_PATH_EXPIRES",
+        value_name = "SECS",
+        default_value_t = 86400
+    )]
+    static_path_expires: u64,
 }
 
 impl RouteArgs {
@@ -39,6 +48,7 @@ impl RouteArgs {
         }
         Router::new(self.health_path, routes.into_iter().zip(dirs).collect())
             .and_then(|router| router.with_ready_path(self.ready_path))
+            .map(|router| router.with_static_max_age(self.static_path_expires))
             .map_err(|e| CliError::Usage(e.to_string()))
     }
 }

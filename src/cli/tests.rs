@@ -324,6 +324,39 @@ fn static_flags_pair_in_order() {
 }
 
 #[test]
+fn static_files_carry_the_expires_flag_as_max_age() {
+    let dir = std::env::temp_dir().join(format!("m0serve-expires-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "a").unwrap();
+    let mount = [
+        "--static-path-route=/s",
+        "--static-path-mount",
+        dir.to_str().unwrap(),
+    ];
+    let cache_control = |invocation: Invocation| {
+        let reply = invocation.options.router.route(&get("/s/a.txt")).unwrap();
+        assert_eq!(reply.status, 200);
+        reply
+            .headers
+            .iter()
+            .find(|(name, _)| name == "Cache-Control")
+            .map(|(_, value)| value.clone())
+    };
+    // Granian's default, so its users' static files keep their caching.
+    assert_eq!(cache_control(ok(&mount)).as_deref(), Some("max-age=86400"));
+    let zero = [&mount[..], &["--static-path-expires", "0"]].concat();
+    assert_eq!(cache_control(ok(&zero)), None);
+    let from_env = parse_env(&mount, &[("M0SERVE_STATIC_PATH_EXPIRES", "60")]).unwrap();
+    assert_eq!(cache_control(from_env).as_deref(), Some("max-age=60"));
+    for bad in ["-1", "1.5", "1d", ""] {
+        let flag = format!("--static-path-expires={bad}");
+        let args = [&mount[..], &[flag.as_str()]].concat();
+        assert!(usage(&args).contains("--static-path-expires"), "{bad}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_router_configuration_is_a_usage_error() {
     let missing = std::env::temp_dir().join(format!("m0serve-missing-{}", std::process::id()));
     let missing = missing.to_str().unwrap();

@@ -33,6 +33,8 @@ pub struct Router {
     ready: Option<(String, Arc<Readiness>)>,
     /// Longest route first, so `/static/img` wins over `/static`.
     mounts: Vec<Mount>,
+    /// The `Cache-Control` value static files are sent with, if any.
+    static_cache_control: Option<String>,
 }
 
 /// A router configuration that cannot be served (a bad route, a missing directory).
@@ -74,6 +76,7 @@ impl Router {
             health: health_path,
             ready: None,
             mounts: built,
+            static_cache_control: None,
         })
     }
 
@@ -91,6 +94,15 @@ impl Router {
         Ok(self)
     }
 
+    /// This router with static files (and their 304s) sent with
+    /// `Cache-Control: max-age=<secs>`; 0: without one, so a client
+    /// revalidates every time (the ETag makes that a 304).
+    pub fn with_static_max_age(mut self, secs: u64) -> Router {
+        // RFC 9111 §1.2.2: a delta-seconds past 2^31 is sent as 2^31.
+        self.static_cache_control = (secs > 0).then(|| format!("max-age={}", secs.min(1 << 31)));
+        self
+    }
+
     /// What the ready path answers from, when there is one.
     pub fn readiness(&self) -> Option<Arc<Readiness>> {
         self.ready.as_ref().map(|(_, r)| r.clone())
@@ -105,9 +117,10 @@ impl Router {
         if let Some((_, readiness)) = self.ready.as_ref().filter(|(p, _)| p == path) {
             return Some(ready::answer(head, readiness));
         }
-        self.mounts
-            .iter()
-            .find_map(|mount| mount.strip(path).map(|rest| mount.serve(head, rest)))
+        self.mounts.iter().find_map(|mount| {
+            let rest = mount.strip(path)?;
+            Some(mount.serve(head, rest, self.static_cache_control.as_deref()))
+        })
     }
 }
 
@@ -303,6 +316,48 @@ mod tests {
         assert!(Router::default()
             .route(&request("GET", "/healthz", &[]))
             .is_none());
+    }
+
+    #[test]
+    fn static_files_and_their_304s_carry_the_max_age() {
+        let dir = TempDir::new("router-max-age");
+        let router = router_with(&dir).with_static_max_age(86400);
+        let get = |headers: &[(&str, &str)]| {
+            router
+                .route(&request("GET", "/static/a.txt", headers))
+                .unwrap()
+        };
+        let full = get(&[]);
+        assert_eq!(full.status, 200);
+        assert_eq!(header(&full, "Cache-Control"), Some("max-age=86400"));
+        let etag = header(&full, "ETag").unwrap().to_string();
+        let not_modified = get(&[("If-None-Match", &etag)]);
+        assert_eq!(not_modified.status, 304);
+        assert_eq!(
+            header(&not_modified, "Cache-Control"),
+            Some("max-age=86400")
+        );
+        let part = get(&[("Range", "bytes=0-0")]);
+        assert_eq!(part.status, 206);
+        assert_eq!(header(&part, "Cache-Control"), Some("max-age=86400"));
+        // A miss is not a file: nothing to keep.
+        let miss = router.route(&request("GET", "/static/nope", &[])).unwrap();
+        assert_eq!(miss.status, 404);
+        assert_eq!(header(&miss, "Cache-Control"), None);
+        // The health answer is not a static file: it keeps its own.
+        let health = router.route(&request("GET", "/healthz", &[])).unwrap();
+        assert_eq!(header(&health, "Cache-Control"), Some("no-store"));
+
+        // 0 (and a router built without it): no Cache-Control at all.
+        for router in [router_with(&dir).with_static_max_age(0), router_with(&dir)] {
+            let reply = router.route(&request("GET", "/static/a.txt", &[])).unwrap();
+            assert_eq!(reply.status, 200);
+            assert_eq!(header(&reply, "Cache-Control"), None);
+        }
+        // RFC 9111 §1.2.2: past 2^31 it is sent as 2^31.
+        let router = router_with(&dir).with_static_max_age(u64::MAX);
+        let reply = router.route(&request("GET", "/static/a.txt", &[])).unwrap();
+        assert_eq!(header(&reply, "Cache-Control"), Some("max-age=2147483648"));
     }
 
     #[test]

@@ -66,8 +66,14 @@ impl Mount {
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
     }
 
-    /// Answer `head`, whose path's part under this mount is `rest`.
-    pub(super) fn serve(&self, head: &RequestHead, rest: &str) -> Reply {
+    /// Answer `head`, whose path's part under this mount is `rest`; a file
+    /// (or its 304, RFC 9110 §15.4.5) carries `cache_control` when given.
+    pub(super) fn serve(
+        &self,
+        head: &RequestHead,
+        rest: &str,
+        cache_control: Option<&str>,
+    ) -> Reply {
         if !is_get_or_head(head) {
             return method_not_allowed();
         }
@@ -78,16 +84,19 @@ impl Mount {
             return not_found();
         };
         let validators = Validators::of(&meta);
+        let mut headers = validators.headers();
+        if let Some(value) = cache_control {
+            headers.push(("Cache-Control".into(), value.into()));
+        }
         if not_modified(head, &validators) {
             return Reply {
                 status: 304,
-                headers: validators.headers(),
+                headers,
                 body: Body::Empty,
             };
         }
 
         let size = meta.len();
-        let mut headers = validators.headers();
         headers.push(("Content-Type".into(), mime::content_type(&path).into()));
         headers.push(("Accept-Ranges".into(), "bytes".into()));
         // Range handling is defined for GET only (RFC 9110 §14.2): HEAD gets the whole.
@@ -363,7 +372,7 @@ mod tests {
         fn get(&self, method: &str, target: &str, headers: &[(&str, &str)]) -> Reply {
             let head = request(method, target, headers);
             let rest = self.mount.strip(head.path()).expect("under the mount");
-            self.mount.serve(&head, rest)
+            self.mount.serve(&head, rest, None)
         }
 
         fn meta(&self, name: &str) -> Metadata {
