@@ -33,6 +33,15 @@ pub(super) struct RouteArgs {
         default_value_t = 86400
     )]
     static_path_expires: u64,
+
+    /// The file a static directory stands for (Granian's flag; its default serves none).
+    #[arg(
+        long,
+        env = "M0SERVE_STATIC_PATH_DIR_TO_FILE",
+        value_name = "NAME",
+        default_value = "index.html"
+    )]
+    static_path_dir_to_file: String,
 }
 
 impl RouteArgs {
@@ -46,9 +55,12 @@ impl RouteArgs {
                 dirs.len()
             )));
         }
-        Router::new(self.health_path, routes.into_iter().zip(dirs).collect())
+        let router = Router::new(self.health_path, routes.into_iter().zip(dirs).collect())
             .and_then(|router| router.with_ready_path(self.ready_path))
-            .map(|router| router.with_static_max_age(self.static_path_expires))
-            .map_err(|e| CliError::Usage(e.to_string()))
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        let router = router
+            .with_static_index(&self.static_path_dir_to_file)
+            .map_err(|e| CliError::Usage(format!("--static-path-dir-to-file: {e}")))?;
+        Ok(router.with_static_max_age(self.static_path_expires))
     }
 }

@@ -357,6 +357,45 @@ fn static_files_carry_the_expires_flag_as_max_age() {
 }
 
 #[test]
+fn a_static_directory_stands_for_the_dir_to_file_flag() {
+    let dir = std::env::temp_dir().join(format!("m0serve-dir-to-file-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("d")).unwrap();
+    std::fs::write(dir.join("d/index.html"), "html").unwrap();
+    std::fs::write(dir.join("d/index.txt"), "text!").unwrap();
+    let mount = [
+        "--static-path-route=/s",
+        "--static-path-mount",
+        dir.to_str().unwrap(),
+    ];
+    let length = |invocation: Invocation| {
+        let reply = invocation.options.router.route(&get("/s/d")).unwrap();
+        (reply.status == 200).then(|| {
+            reply
+                .headers
+                .iter()
+                .any(|(n, v)| n == "Content-Length" && v == "5")
+        })
+    };
+    // index.html by default (4 bytes), the named file otherwise (5).
+    assert_eq!(length(ok(&mount)), Some(false));
+    let named = [&mount[..], &["--static-path-dir-to-file", "index.txt"]].concat();
+    assert_eq!(length(ok(&named)), Some(true));
+    let from_env = parse_env(&mount, &[("M0SERVE_STATIC_PATH_DIR_TO_FILE", "index.txt")]).unwrap();
+    assert_eq!(length(from_env), Some(true));
+    let missing = [&mount[..], &["--static-path-dir-to-file", "nope.txt"]].concat();
+    assert_eq!(length(ok(&missing)), None);
+    for bad in ["", ".", "..", "d/index.txt", "../x"] {
+        let flag = format!("--static-path-dir-to-file={bad}");
+        let message = usage(&[&mount[..], &[flag.as_str()]].concat());
+        assert!(
+            message.contains("--static-path-dir-to-file") && message.contains("one file name"),
+            "{bad}: {message}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_router_configuration_is_a_usage_error() {
     let missing = std::env::temp_dir().join(format!("m0serve-missing-{}", std::process::id()));
     let missing = missing.to_str().unwrap();

@@ -22,7 +22,7 @@ use crate::http::RequestHead;
 use crate::reply::Reply;
 
 pub use ready::Readiness;
-use static_files::Mount;
+use static_files::{Mount, Serving};
 
 /// The Rust-native routes of one server, built once and shared by the core threads.
 #[derive(Debug, Default)]
@@ -33,8 +33,8 @@ pub struct Router {
     ready: Option<(String, Arc<Readiness>)>,
     /// Longest route first, so `/static/img` wins over `/static`.
     mounts: Vec<Mount>,
-    /// The `Cache-Control` value static files are sent with, if any.
-    static_cache_control: Option<String>,
+    /// How the mounts serve their files.
+    serving: Serving,
 }
 
 /// A router configuration that cannot be served (a bad route, a missing directory).
@@ -76,7 +76,7 @@ impl Router {
             health: health_path,
             ready: None,
             mounts: built,
-            static_cache_control: None,
+            serving: Serving::default(),
         })
     }
 
@@ -99,8 +99,20 @@ impl Router {
     /// revalidates every time (the ETag makes that a 304).
     pub fn with_static_max_age(mut self, secs: u64) -> Router {
         // RFC 9111 §1.2.2: a delta-seconds past 2^31 is sent as 2^31.
-        self.static_cache_control = (secs > 0).then(|| format!("max-age={}", secs.min(1 << 31)));
+        self.serving.cache_control = (secs > 0).then(|| format!("max-age={}", secs.min(1 << 31)));
         self
+    }
+
+    /// This router with a static directory standing for its file `name`
+    /// (`index.html` unless given), which must be one plain file name.
+    pub fn with_static_index(mut self, name: &str) -> Result<Router, ConfigError> {
+        if matches!(name, "" | "." | "..") || name.contains(['/', '\\', '\0']) {
+            return Err(ConfigError(format!(
+                "static directory file '{name}' must be one file name, without '/'"
+            )));
+        }
+        self.serving.index = name.into();
+        Ok(self)
     }
 
     /// What the ready path answers from, when there is one.
@@ -119,7 +131,7 @@ impl Router {
         }
         self.mounts.iter().find_map(|mount| {
             let rest = mount.strip(path)?;
-            Some(mount.serve(head, rest, self.static_cache_control.as_deref()))
+            Some(mount.serve(head, rest, &self.serving))
         })
     }
 }

@@ -24,6 +24,24 @@ use super::{is_get_or_head, method_not_allowed, mime, not_found, ConfigError};
 use crate::http::RequestHead;
 use crate::reply::{Body, Reply};
 
+/// How every mount serves its files: set once for the router.
+#[derive(Debug)]
+pub(super) struct Serving {
+    /// The `Cache-Control` value files (and their 304s) carry, if any.
+    pub(super) cache_control: Option<String>,
+    /// The file a directory stands for.
+    pub(super) index: String,
+}
+
+impl Default for Serving {
+    fn default() -> Serving {
+        Serving {
+            cache_control: None,
+            index: "index.html".into(),
+        }
+    }
+}
+
 /// One route prefix served from one directory.
 #[derive(Debug)]
 pub(super) struct Mount {
@@ -67,17 +85,12 @@ impl Mount {
     }
 
     /// Answer `head`, whose path's part under this mount is `rest`; a file
-    /// (or its 304, RFC 9110 §15.4.5) carries `cache_control` when given.
-    pub(super) fn serve(
-        &self,
-        head: &RequestHead,
-        rest: &str,
-        cache_control: Option<&str>,
-    ) -> Reply {
+    /// (or its 304, RFC 9110 §15.4.5) carries the `Cache-Control` when set.
+    pub(super) fn serve(&self, head: &RequestHead, rest: &str, how: &Serving) -> Reply {
         if !is_get_or_head(head) {
             return method_not_allowed();
         }
-        let Some(path) = self.resolve(rest) else {
+        let Some(path) = self.resolve(rest, &how.index) else {
             return not_found();
         };
         let Some((file, meta)) = open_regular(&path) else {
@@ -85,8 +98,8 @@ impl Mount {
         };
         let validators = Validators::of(&meta);
         let mut headers = validators.headers();
-        if let Some(value) = cache_control {
-            headers.push(("Cache-Control".into(), value.into()));
+        if let Some(value) = &how.cache_control {
+            headers.push(("Cache-Control".into(), value.clone()));
         }
         if not_modified(head, &validators) {
             return Reply {
@@ -135,8 +148,8 @@ impl Mount {
     }
 
     /// The real path `rest` names under the root, or `None` if it would leave
-    /// the root or does not exist. A directory stands for its `index.html`.
-    fn resolve(&self, rest: &str) -> Option<PathBuf> {
+    /// the root or does not exist. A directory stands for its `index` file.
+    fn resolve(&self, rest: &str, index: &str) -> Option<PathBuf> {
         let decoded: Vec<u8> = percent_decode_str(rest).collect();
         // A backslash is a separator to some filesystems and tools; NUL ends C strings.
         if decoded.iter().any(|&b| b == b'\\' || b == 0) {
@@ -152,7 +165,7 @@ impl Mount {
         }
         let real = self.contained(&path)?;
         if real.is_dir() {
-            return self.contained(&real.join("index.html"));
+            return self.contained(&real.join(index));
         }
         Some(real)
     }
@@ -372,7 +385,7 @@ mod tests {
         fn get(&self, method: &str, target: &str, headers: &[(&str, &str)]) -> Reply {
             let head = request(method, target, headers);
             let rest = self.mount.strip(head.path()).expect("under the mount");
-            self.mount.serve(&head, rest, None)
+            self.mount.serve(&head, rest, &Serving::default())
         }
 
         fn meta(&self, name: &str) -> Metadata {
