@@ -6,9 +6,10 @@ use std::time::Duration;
 use clap::builder::FalseyValueParser;
 use clap::{ArgAction, Args, ValueEnum};
 
-use super::values::{parse_seconds, parse_size};
+use super::values::{parse_positive_seconds, parse_seconds, parse_size};
 use crate::app::BufferConfig;
 use crate::http::Limits;
+use crate::ws::Keepalive;
 
 #[derive(Args, Debug)]
 pub(super) struct HttpArgs {
@@ -60,6 +61,14 @@ pub(super) struct HttpArgs {
     /// Largest WebSocket message, in bytes or with a K, M, G or T suffix (powers of 1024).
     #[arg(long, env = "M0SERVE_WS_MAX_MESSAGE_SIZE", value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     ws_max_message_size: u64,
+
+    /// Seconds a WebSocket may be quiet before the server pings it; 0: no pings.
+    #[arg(long, env = "M0SERVE_WS_PING_INTERVAL", value_name = "SECONDS", default_value = "20", value_parser = parse_seconds)]
+    ws_ping_interval: Duration,
+
+    /// Seconds a ping may go unanswered (nothing at all heard) before the connection is dropped.
+    #[arg(long, env = "M0SERVE_WS_PING_TIMEOUT", value_name = "SECONDS", default_value = "20", value_parser = parse_positive_seconds)]
+    ws_ping_timeout: Duration,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,5 +103,13 @@ impl HttpArgs {
 
     pub(super) fn ws_max_message(&self) -> usize {
         usize::try_from(self.ws_max_message_size).unwrap_or(usize::MAX)
+    }
+
+    /// The WebSocket keepalive (None: `--ws-ping-interval 0`).
+    pub(super) fn ws_keepalive(&self) -> Option<Keepalive> {
+        (!self.ws_ping_interval.is_zero()).then_some(Keepalive {
+            interval: self.ws_ping_interval,
+            timeout: self.ws_ping_timeout,
+        })
     }
 }

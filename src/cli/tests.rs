@@ -170,6 +170,35 @@ fn websocket_flags() {
 }
 
 #[test]
+fn websocket_keepalive_flags() {
+    let keepalive =
+        |args: &[&str], env: &[(&str, &str)]| parse_env(args, env).unwrap().options.ws_keepalive;
+    let k = |interval: f64, timeout: f64| {
+        Some(crate::ws::Keepalive {
+            interval: Duration::from_secs_f64(interval),
+            timeout: Duration::from_secs_f64(timeout),
+        })
+    };
+    assert_eq!(keepalive(&[], &[]), k(20.0, 20.0), "uvicorn's defaults");
+    assert_eq!(
+        keepalive(&["--ws-ping-interval=5", "--ws-ping-timeout=0.5"], &[]),
+        k(5.0, 0.5)
+    );
+    let env = [
+        ("M0SERVE_WS_PING_INTERVAL", "7"),
+        ("M0SERVE_WS_PING_TIMEOUT", "3"),
+    ];
+    assert_eq!(keepalive(&[], &env), k(7.0, 3.0));
+    assert_eq!(
+        keepalive(&["--ws-ping-interval=0"], &[]),
+        None,
+        "0: no pings"
+    );
+    assert!(usage(&["--ws-ping-timeout=0"]).contains("more than 0"));
+    assert!(usage(&["--ws-ping-interval=-1"]).contains("ws-ping-interval"));
+}
+
+#[test]
 fn environment_variables_are_read_and_flags_win() {
     let env = [
         ("M0SERVE_PORT", "9001"),

@@ -21,6 +21,15 @@ pub(super) fn parse_seconds(s: &str) -> Result<Duration, String> {
         .map_err(|_| "expected a non-negative, finite number of seconds".into())
 }
 
+/// Seconds above zero (a timeout of nothing would fire at once).
+pub(super) fn parse_positive_seconds(s: &str) -> Result<Duration, String> {
+    let secs = parse_seconds(s)?;
+    if secs.is_zero() {
+        return Err("must be more than 0 seconds".into());
+    }
+    Ok(secs)
+}
+
 /// Bytes, optionally with a binary suffix: `512`, `64K`, `10M`, `1G`, `1GiB`.
 pub(super) fn parse_size(s: &str) -> Result<u64, String> {
     const FORMS: &str =

@@ -56,10 +56,12 @@ pub enum Cause {
     Reset,
     /// Closed by the graceful shutdown.
     Shutdown,
+    /// A WebSocket's keepalive ping went unanswered.
+    PingTimeout,
 }
 
 /// Every cause, in label order.
-pub const CAUSES: [Cause; 9] = [
+pub const CAUSES: [Cause; 10] = [
     Cause::KeepAliveTimeout,
     Cause::HeaderTimeout,
     Cause::BodyTimeout,
@@ -69,6 +71,7 @@ pub const CAUSES: [Cause; 9] = [
     Cause::ServerClosed,
     Cause::Reset,
     Cause::Shutdown,
+    Cause::PingTimeout,
 ];
 
 impl Cause {
@@ -78,6 +81,7 @@ impl Cause {
             Cause::HeaderTimeout => "header_timeout",
             Cause::BodyTimeout => "body_timeout",
             Cause::SendTimeout => "send_timeout",
+            Cause::PingTimeout => "ws_ping_timeout",
             Cause::BadRequest => "bad_request",
             Cause::ClientClosed => "client_closed",
             Cause::ServerClosed => "server_closed",

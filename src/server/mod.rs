@@ -82,6 +82,8 @@ pub struct Options {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
+    /// Pings for quiet WebSockets, and how long an answer may take (None: none).
+    pub ws_keepalive: Option<crate::ws::Keepalive>,
     /// Buffer the bodies of apps whose reads block (WSGI) before calling
     /// them: memory, then a file (None: `--request-buffering off`).
     pub body_buffer: Option<crate::app::BufferConfig>,
@@ -166,6 +168,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         access_log: options.access_log.map(Arc::new),
         ws: options.ws,
         ws_max_message: options.ws_max_message,
+        ws_keepalive: options.ws_keepalive,
         body_buffer: options.body_buffer.map(Arc::new),
         body_read_timeout: options.body_read_timeout,
         send_timeout: options.send_timeout,

@@ -75,6 +75,8 @@ pub struct Shared {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
+    /// Pings for quiet WebSockets, and how long an answer may take (None: none).
+    pub ws_keepalive: Option<crate::ws::Keepalive>,
     /// How the bodies of apps with blocking reads are buffered before the
     /// call (None: `--request-buffering off`, streamed).
     pub body_buffer: Option<Arc<BufferConfig>>,
@@ -585,6 +587,8 @@ impl Session for HttpSession {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);
             self.close_now();
+        } else if self.ws.is_some() && self.deadline.is_some_and(|d| d <= now) {
+            self.ws_deadline(now);
         } else if self.deadline.is_some_and(|d| d <= now) {
             // A body still owed to a route or an app: the client is told why
             // (if no answer has started), then the connection closes. One

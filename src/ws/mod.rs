@@ -13,14 +13,17 @@
 //! frame headers and masking ([`frame`]), close codes and Close bodies
 //! ([`close`]), incremental UTF-8 checking of text ([`utf8`]), and the
 //! connection's state machine: messages, fragments and the closing
-//! handshake ([`conn`]). No extension (permessage-deflate) is negotiated.
+//! handshake ([`conn`]), and the keepalive pings' clock ([`keepalive`]). No
+//! extension (permessage-deflate) is negotiated.
 
 pub mod close;
 pub mod conn;
 pub mod frame;
 pub mod handshake;
+pub mod keepalive;
 pub mod utf8;
 
 pub use close::ProtocolError;
 pub use conn::{WsConn, WsEvent};
 pub use handshake::{HandshakeError, Upgrade};
+pub use keepalive::Keepalive;

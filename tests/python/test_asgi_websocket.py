@@ -172,3 +172,72 @@ def test_no_ws_hands_the_upgrade_over_as_http(backend):
         assert refused.value.response.body == b"http scope"
     finally:
         stop_cleanly(server)
+
+
+def raw_websocket(server, path):
+    """A client that completes the handshake and then neither reads nor
+    writes: a peer gone without a FIN, as far as the server can tell."""
+    sock = socket.create_connection(server.address, timeout=10)
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        assert chunk, "closed during the handshake"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    return sock
+
+
+def read_to_end(sock, timeout):
+    got = b""
+    sock.settimeout(timeout)
+    try:
+        while chunk := sock.recv(4096):
+            got += chunk
+    except ConnectionResetError:
+        pass
+    return got
+
+
+@pytest.mark.parametrize("keepalive", ["on", "off"])
+def test_a_silent_client_is_pinged_then_dropped(backend, tmp_path, keepalive):
+    interval = "0.3" if keepalive == "on" else "0"
+    server = start_server(backend, "asgi_ws_raw:app", "--interface=asgi",
+                          f"--ws-ping-interval={interval}", "--ws-ping-timeout=0.3")
+    try:
+        record = str(tmp_path / "seen")
+        sock = raw_websocket(server, f"/ws/echo?record={record}")
+        with sock:
+            if keepalive == "off":
+                # The negative arm: nothing ends a quiet connection.
+                time.sleep(2.0)
+                assert not os.path.exists(record), "the app heard of a disconnect"
+                sock.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    sock.recv(1)
+                return
+            # A Ping with no payload, then the close: the app is told 1006.
+            assert recorded(record, timeout=5.0) == {"code": 1006, "reason": ""}
+            assert read_to_end(sock, timeout=5.0) == b"\x89\x00"
+    finally:
+        stop_cleanly(server)
+
+
+def test_a_client_that_answers_pings_stays_connected(backend, tmp_path):
+    server = start_server(backend, "asgi_ws_raw:app", "--interface=asgi",
+                          "--ws-ping-interval=0.2", "--ws-ping-timeout=0.2")
+    try:
+        record = str(tmp_path / "seen")
+        # The websockets client answers pings from its own thread (its own pings are off).
+        with connect(ws_url(server, f"/ws/echo?record={record}"), open_timeout=10,
+                     ping_interval=None) as ws:
+            time.sleep(1.0)  # quiet for five intervals: pinged, answered each time
+            ws.send("still here")
+            assert ws.recv(timeout=5) == "still here"
+            assert not os.path.exists(record), "dropped while answering"
+        assert recorded(record)["code"] == 1000
+    finally:
+        stop_cleanly(server)

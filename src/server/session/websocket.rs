@@ -18,15 +18,19 @@
 //! with a Close carrying its code, and the app is told the same. Once both
 //! Closes passed (or after an error) the connection closes when its output
 //! is written; a client that never answers our Close is dropped after
-//! [`CLOSE_TIMEOUT`].
+//! [`CLOSE_TIMEOUT`]. A quiet client is pinged ([`crate::ws::keepalive`]),
+//! and dropped (the app told 1006) if nothing comes back.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::{App, Exchange, ResponseEvent, WsMessage};
+use crate::backend::Session;
 use crate::http::RequestHead;
+use crate::metrics::counters::Cause;
 use crate::reply::Reply;
 use crate::ws::close::{ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL};
+use crate::ws::keepalive::{Clock, Due};
 use crate::ws::{handshake, Upgrade, WsConn, WsEvent};
 
 use super::{HttpSession, OUTPUT_HIGH_WATER};
@@ -42,6 +46,8 @@ pub(super) struct WsSession {
     disconnected: bool,
     /// When the client must have answered our Close by.
     close_deadline: Option<Instant>,
+    /// When the client was last heard from, and pinged.
+    clock: Clock,
 }
 
 impl WsSession {
@@ -54,6 +60,11 @@ impl WsSession {
     /// Both Closes passed, or the connection failed: close once written.
     pub(super) fn done(&self) -> bool {
         self.conn.must_close()
+    }
+
+    /// Open both ways: the keepalive runs (a closing handshake has its own clock).
+    fn open(&self) -> bool {
+        !self.disconnected && !self.conn.close_sent() && !self.conn.close_received()
     }
 
     /// `n` bytes of output were written: credit for the app.
@@ -118,6 +129,7 @@ impl HttpSession {
             exchange,
             disconnected: false,
             close_deadline: None,
+            clock: Clock::new(Instant::now()),
         });
     }
 
@@ -125,6 +137,7 @@ impl HttpSession {
     pub(super) fn ws_read(&mut self, data: &[u8], now: Instant) {
         if let Some(ws) = &mut self.ws {
             ws.conn.recv(data);
+            ws.clock.heard(now);
         }
         self.ws_pump(now);
     }
@@ -151,10 +164,51 @@ impl HttpSession {
         self.ws_pump(now);
     }
 
+    /// The WebSocket's deadline passed: our Close went unanswered (the
+    /// connection closes), or a keepalive step is due.
+    pub(super) fn ws_deadline(&mut self, now: Instant) {
+        let listening = self.wants_read();
+        let keepalive = self.shared.ws_keepalive;
+        let Some(ws) = &mut self.ws else {
+            return;
+        };
+        let due = if ws.close_deadline.is_some_and(|d| d <= now) {
+            tracing::debug!("the client did not answer our WebSocket Close: closing");
+            Some(Cause::ServerClosed)
+        } else {
+            match keepalive.filter(|_| ws.open()) {
+                Some(k) => match ws.clock.due(&k, now, listening) {
+                    Due::Nothing => None,
+                    Due::Ping => {
+                        let mut out = Vec::new();
+                        ws.conn.write_ping(b"", &mut out);
+                        self.push_bytes(out);
+                        self.arm_send(now);
+                        None
+                    }
+                    Due::Gone => {
+                        tracing::debug!("a WebSocket ping went unanswered: closing");
+                        Some(Cause::PingTimeout)
+                    }
+                },
+                None => None,
+            }
+        };
+        match due {
+            Some(cause) => {
+                self.meter_cause(cause);
+                self.close_now();
+            }
+            None => self.ws_pump(now),
+        }
+    }
+
     /// Handle every event the received bytes hold, as far as the app's
-    /// buffer and the output queue allow, then set the close deadline.
+    /// buffer and the output queue allow, then set the close and keepalive
+    /// deadlines.
     pub(super) fn ws_pump(&mut self, now: Instant) {
         let mut out = Vec::new();
+        let keepalive = self.shared.ws_keepalive;
         let queued = self.queued;
         let meter = &self.meter;
         let Some(ws) = &mut self.ws else {
@@ -192,7 +246,10 @@ impl HttpSession {
         if ws.conn.close_sent() && !ws.conn.close_received() && ws.close_deadline.is_none() {
             ws.close_deadline = Some(now + CLOSE_TIMEOUT);
         }
-        self.deadline = ws.close_deadline;
+        let ping = keepalive
+            .filter(|_| ws.open())
+            .map(|k| ws.clock.deadline(&k));
+        self.deadline = [ws.close_deadline, ping].into_iter().flatten().min();
         self.push_bytes(out);
     }
 

@@ -11,6 +11,7 @@ use crate::app::testing::{answer, echo_messages, receive_ws, send, ws_echo, Thre
 use crate::app::{RequestKind, ResponseEvent, WsMessage};
 use crate::backend::share::Board;
 use crate::ws::frame::{client_frame, parse_server_frame};
+use crate::ws::Keepalive;
 
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
@@ -54,11 +55,12 @@ impl Client {
     }
 
     fn with_limit(app: ThreadApp, max: usize) -> Self {
-        Client::with(app, max, true)
+        Client::with(app, max, true, None)
     }
 
-    /// A session of its own service: `ws` on or off, `max` the message limit.
-    fn with(app: ThreadApp, max: usize, ws: bool) -> Self {
+    /// A session of its own service: `ws` on or off, `max` the message
+    /// limit, `keepalive` its pings.
+    fn with(app: ThreadApp, max: usize, ws: bool, keepalive: Option<Keepalive>) -> Self {
         let app = Arc::new(app);
         let shared = Shared {
             router: Router::default(),
@@ -70,6 +72,7 @@ impl Client {
             access_log: None,
             ws,
             ws_max_message: max,
+            ws_keepalive: keepalive,
             body_buffer: None,
             body_read_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
@@ -88,7 +91,11 @@ impl Client {
     }
 
     fn send(&mut self, bytes: &[u8]) {
-        self.s.on_read(bytes, Instant::now());
+        self.send_at(bytes, Instant::now());
+    }
+
+    fn send_at(&mut self, bytes: &[u8], at: Instant) {
+        self.s.on_read(bytes, at);
     }
 
     /// Drive the session (write its output, deliver notifications) until
@@ -177,6 +184,18 @@ fn recording() -> (ThreadApp, Arc<Mutex<Vec<WsMessage>>>) {
     })
     .websocket();
     (app, seen)
+}
+
+/// The app's only message was the Disconnect of a connection gone without a Close.
+fn told_1006(seen: &Mutex<Vec<WsMessage>>) {
+    eventually("the app told", || !seen.lock().unwrap().is_empty());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [WsMessage::Disconnect {
+            code: 1006,
+            reason: String::new()
+        }]
+    );
 }
 
 fn eventually(what: &str, f: impl Fn() -> bool) {
@@ -345,6 +364,70 @@ fn a_client_that_never_answers_our_close_is_dropped_at_the_deadline() {
     assert!(c.s.done());
 }
 
+/// Upgraded with keepalive pings (20 s, then 10 s to answer); the app records.
+fn keepalive_client() -> (Client, Arc<Mutex<Vec<WsMessage>>>) {
+    let (app, seen) = recording();
+    let k = Keepalive {
+        interval: Duration::from_secs(20),
+        timeout: Duration::from_secs(10),
+    };
+    let mut c = Client::with(app, 1 << 20, true, Some(k));
+    c.send(upgrade_request("").as_bytes());
+    assert!(c.response().0.starts_with("HTTP/1.1 101 "));
+    (c, seen)
+}
+
+#[test]
+fn a_quiet_client_is_pinged_and_dropped_as_1006_when_nothing_comes_back() {
+    let opened = Instant::now();
+    let (mut c, seen) = keepalive_client();
+    let ping_at = c.s.deadline().expect("a keepalive deadline");
+    assert!(ping_at >= opened + Duration::from_secs(20));
+    assert!(ping_at <= Instant::now() + Duration::from_secs(20));
+    c.s.on_deadline(ping_at - Duration::from_millis(1));
+    assert!(drain(&mut c.s).is_empty(), "nothing before the interval");
+    c.s.on_deadline(ping_at);
+    assert_eq!(c.frame(), (PING, Vec::new()));
+    let gone_at = c.s.deadline().unwrap();
+    assert_eq!(gone_at, ping_at + Duration::from_secs(10));
+    c.s.on_deadline(gone_at - Duration::from_millis(1));
+    assert!(!c.s.done());
+    c.s.on_deadline(gone_at);
+    assert!(c.s.done(), "an unanswered ping drops the connection");
+    told_1006(&seen);
+}
+
+#[test]
+fn a_client_heard_from_keeps_its_connection() {
+    let (mut c, seen) = keepalive_client();
+    let ping_at = c.s.deadline().unwrap();
+    c.s.on_deadline(ping_at);
+    assert_eq!(c.frame().0, PING);
+    // The Pong (any frame would do) comes back: the clock starts over.
+    let answered = ping_at + Duration::from_secs(5);
+    c.send_at(&client_frame(true, PONG, b"", MASK), answered);
+    assert_eq!(c.s.deadline(), Some(answered + Duration::from_secs(20)));
+    c.s.on_deadline(ping_at + Duration::from_secs(10));
+    assert!(!c.s.done(), "answered in time");
+    assert!(drain(&mut c.s).is_empty());
+    c.send_at(&client_frame(true, TEXT, b"still here", MASK), answered);
+    assert_eq!(c.frame(), (TEXT, b"still here".to_vec()));
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|m| !matches!(m, WsMessage::Disconnect { .. })));
+}
+
+#[test]
+fn without_keepalive_a_quiet_websocket_has_no_deadline() {
+    let mut c = Client::open(ThreadApp::new(ws_echo).websocket());
+    assert_eq!(c.s.deadline(), None);
+    c.send(&client_frame(true, TEXT, b"hi", MASK));
+    assert_eq!(c.frame(), (TEXT, b"hi".to_vec()));
+    assert_eq!(c.s.deadline(), None);
+}
+
 #[test]
 fn a_close_before_accept_is_403_and_the_connection_stays_http() {
     let app = ThreadApp::new(|req, ex| match req.kind {
@@ -438,14 +521,7 @@ fn the_client_leaving_without_a_close_is_1006_to_the_app() {
     let mut c = Client::open(app);
     c.s.on_eof(Instant::now());
     assert!(c.s.done());
-    eventually("the app told", || !seen.lock().unwrap().is_empty());
-    assert_eq!(
-        *seen.lock().unwrap(),
-        [WsMessage::Disconnect {
-            code: 1006,
-            reason: String::new()
-        }]
-    );
+    told_1006(&seen);
 }
 
 #[test]
@@ -466,7 +542,7 @@ fn an_app_without_websockets_or_ws_off_gets_plain_http() {
         (ThreadApp::new(ws_echo), true),
         (ThreadApp::new(ws_echo).websocket(), false),
     ] {
-        let mut c = Client::with(app, 1 << 20, ws);
+        let mut c = Client::with(app, 1 << 20, ws, None);
         c.send(upgrade_request("").as_bytes());
         let (head, body) = c.response();
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
