@@ -254,3 +254,20 @@ def raw_get(server: Server, target: str, extra: str = "") -> Tuple[socket.socket
     sock = server.connect()
     sock.sendall(f"GET {target} HTTP/1.1\r\nHost: test\r\n{extra}\r\n".encode("latin-1"))
     return sock, RawResponse(sock).read_head()
+
+
+def silent_websocket(address, path: str) -> socket.socket:
+    """A WebSocket client that completes the handshake, then neither reads
+    nor writes: a peer gone without a FIN, as far as the server can tell."""
+    sock = socket.create_connection(address, timeout=10)
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        assert chunk, "closed during the handshake"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    return sock

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import start_server, stop_cleanly
+from helpers import silent_websocket, start_server, stop_cleanly
 
 websockets = pytest.importorskip("websockets")
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
@@ -174,23 +174,6 @@ def test_no_ws_hands_the_upgrade_over_as_http(backend):
         stop_cleanly(server)
 
 
-def raw_websocket(server, path):
-    """A client that completes the handshake and then neither reads nor
-    writes: a peer gone without a FIN, as far as the server can tell."""
-    sock = socket.create_connection(server.address, timeout=10)
-    sock.sendall(
-        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = sock.recv(1)
-        assert chunk, "closed during the handshake"
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 101 "), head
-    return sock
-
-
 def read_to_end(sock, timeout):
     got = b""
     sock.settimeout(timeout)
@@ -209,7 +192,7 @@ def test_a_silent_client_is_pinged_then_dropped(backend, tmp_path, keepalive):
                           f"--ws-ping-interval={interval}", "--ws-ping-timeout=0.3")
     try:
         record = str(tmp_path / "seen")
-        sock = raw_websocket(server, f"/ws/echo?record={record}")
+        sock = silent_websocket(server.address, f"/ws/echo?record={record}")
         with sock:
             if keepalive == "off":
                 # The negative arm: nothing ends a quiet connection.

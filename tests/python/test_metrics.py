@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from helpers import RawResponse, run_m0serve, stop_cleanly
+from helpers import RawResponse, run_m0serve, silent_websocket, stop_cleanly
 from test_workers import started
 
 SCRAPE_DEADLINE = 10.0
@@ -295,6 +295,19 @@ def test_the_asgi_executor_and_websocket_figures(serve) -> None:
     assert after.value("m0serve_requests_total", method="GET", status="1xx") == 1, "the 101"
     assert after.value("m0serve_asgi_queue_depth") == 0
     assert not after.has("m0serve_pool_queue_depth"), "no WSGI pool here"
+
+
+def test_a_websocket_whose_ping_goes_unanswered(serve) -> None:
+    server = serve("asgi_ws_raw:app", "--interface=asgi", METRICS,
+                   "--ws-ping-interval=0.2", "--ws-ping-timeout=0.2")
+    port = metrics_port(server)
+    with silent_websocket(server.address, "/ws/echo"):
+        after = wait_until(
+            port,
+            lambda s: s.value("m0serve_connections_closed_total", cause="ws_ping_timeout") == 1,
+            "an unanswered ping counted as ws_ping_timeout",
+        )
+    assert after.value("m0serve_websocket_connections_open") == 0
 
 
 def test_a_killed_worker_is_counted_as_restarted_and_its_series_start_again(backend: str) -> None:

@@ -174,7 +174,11 @@ impl HttpSession {
         };
         let due = if ws.close_deadline.is_some_and(|d| d <= now) {
             tracing::debug!("the client did not answer our WebSocket Close: closing");
-            Some(Cause::ServerClosed)
+            Some(if self.shutting {
+                Cause::Shutdown
+            } else {
+                Cause::ServerClosed
+            })
         } else {
             match keepalive.filter(|_| ws.open()) {
                 Some(k) => match ws.clock.due(&k, now, listening) {
