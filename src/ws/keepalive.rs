@@ -63,7 +63,9 @@ impl Clock {
 
     /// What is due at `now`. `listening` false: the connection is not
     /// being read (the app has its fill), so an answer may be waiting
-    /// unread; that counts as heard rather than gone.
+    /// unread, or output is queued ahead of where a Ping would go (the send
+    /// timeout watches a client that takes none of it); either counts as
+    /// heard rather than gone, and no Ping is sent.
     pub fn due(&mut self, k: &Keepalive, now: Instant, listening: bool) -> Due {
         if now < self.deadline(k) {
             return Due::Nothing;

@@ -167,7 +167,8 @@ impl HttpSession {
     /// The WebSocket's deadline passed: our Close went unanswered (the
     /// connection closes), or a keepalive step is due.
     pub(super) fn ws_deadline(&mut self, now: Instant) {
-        let listening = self.wants_read();
+        // A Ping would queue behind output a slow reader has yet to take.
+        let listening = self.wants_read() && self.queue.is_empty();
         let keepalive = self.shared.ws_keepalive;
         let Some(ws) = &mut self.ws else {
             return;

@@ -420,6 +420,28 @@ fn a_client_heard_from_keeps_its_connection() {
 }
 
 #[test]
+fn no_ping_queues_behind_output_the_client_has_yet_to_take() {
+    let (mut c, seen) = keepalive_client();
+    let ping_at = c.s.deadline().unwrap();
+    c.send(&client_frame(true, TEXT, b"echo me", MASK));
+    // The echo is queued, not written: the client is reading slowly.
+    let start = Instant::now();
+    while c.s.queue.is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(5), "no echo queued");
+        if c.board.take_ready(0).count() > 0 {
+            c.s.on_notify(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    c.s.on_deadline(ping_at + Duration::from_secs(1));
+    // (The session's deadline is now the send timeout's.)
+    assert_eq!(c.frame(), (TEXT, b"echo me".to_vec()));
+    c.got.extend(drain(&mut c.s));
+    assert!(c.got.is_empty(), "no Ping behind it: {:?}", c.got);
+    assert!(!c.s.done() && seen.lock().unwrap().len() == 1);
+}
+
+#[test]
 fn without_keepalive_a_quiet_websocket_has_no_deadline() {
     let mut c = Client::open(ThreadApp::new(ws_echo).websocket());
     assert_eq!(c.s.deadline(), None);
