@@ -113,22 +113,27 @@ class Runner:
             executor.release_wakes()
             loop.close()
 
-    def stop(self, timeout: float) -> None:
-        """Cancel the request tasks still running, run lifespan shutdown
-        (bounded by `timeout`), stop the loop, join the thread."""
+    def stop(self, left: float, timeout: float) -> None:
+        """Let the request tasks still running finish within `left`, cancel
+        the rest, run lifespan shutdown (bounded by `timeout`), stop the
+        loop, join the thread."""
         if self.thread is None:
             return
-        future = asyncio.run_coroutine_threadsafe(self._shutdown(timeout), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self._shutdown(left, timeout), self.loop)
         try:
-            future.result(timeout + 5)
+            future.result(left + timeout + 5)
         except Exception as e:  # noqa: BLE001 - logged, the loop is stopped anyway
             self.executor.log("error", f"ASGI shutdown failed: {e!r}")
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.thread = None
 
-    async def _shutdown(self, timeout: float) -> None:
+    async def _shutdown(self, left: float, timeout: float) -> None:
         tasks = [t for t in self.executor.running_tasks() if not t.done()]
+        if tasks and left > 0:
+            # Calls that outlived their connections (work after the answer).
+            _, pending = await asyncio.wait(tasks, timeout=left)
+            tasks = list(pending)
         if tasks:
             self.executor.log("warning", f"cancelling {len(tasks)} ASGI request task(s) still running at shutdown")
             for task in tasks:

@@ -19,7 +19,10 @@
 //! long as their connection, and their messages are flow-controlled anyway.
 //!
 //! Lifespan runs on the same loop, before the server accepts and after it has
-//! drained; request tasks still running then are cancelled.
+//! drained. An app call may outlive its connection (work after the answer,
+//! as Starlette's background tasks): request tasks still running once the
+//! server has drained get what is left of the graceful timeout to finish,
+//! then are cancelled.
 
 mod channel;
 mod gate;
@@ -367,7 +370,7 @@ impl AsgiApp {
             .and_then(|r| r.extract())
             .map_err(|e| format!("starting the ASGI executor: {e}"))?;
         if let Some(message) = failed {
-            self.stop(py, Duration::from_secs(5));
+            self.stop(py, Duration::ZERO, Duration::from_secs(5));
             return Err(message);
         }
         runner
@@ -376,10 +379,11 @@ impl AsgiApp {
             .map_err(|e| e.to_string())
     }
 
-    /// After the server has drained: cancel the request tasks still running,
-    /// run lifespan shutdown (bounded by `timeout`), stop the loop and join
-    /// its thread. Later requests are aborted.
-    pub fn stop(&self, py: Python<'_>, timeout: Duration) {
+    /// After the server has drained: let the request tasks still running
+    /// finish within `left` (what the graceful timeout has left), cancel the
+    /// rest, run lifespan shutdown (bounded by `timeout`), stop the loop and
+    /// join its thread. Later requests are aborted.
+    pub fn stop(&self, py: Python<'_>, left: Duration, timeout: Duration) {
         self.stopped.store(true, Ordering::SeqCst);
         let runner = self
             .runner
@@ -387,7 +391,8 @@ impl AsgiApp {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(runner) = runner {
-            if let Err(e) = runner.call_method1(py, "stop", (timeout.as_secs_f64(),)) {
+            let args = (left.as_secs_f64(), timeout.as_secs_f64());
+            if let Err(e) = runner.call_method1(py, "stop", args) {
                 tracing::error!(target: "m0serve::asgi", "stopping the ASGI executor: {e}");
             }
         }

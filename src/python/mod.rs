@@ -6,12 +6,14 @@
 mod load;
 
 use std::ffi::OsString;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
 use crate::asgi::{AsgiApp, AsgiConfig};
 use crate::cli::{self, AppSpec, CliError, Interface, Invocation};
-use crate::server::Options;
+use crate::server::{Options, Phase};
 use crate::supervisor;
 use crate::wsgi::{WsgiApp, WsgiConfig};
 
@@ -134,12 +136,32 @@ fn serve_asgi(
         }
     };
     let graceful = options.graceful_timeout;
+    let drain_began = drain_clock(&mut options);
     options.app = Some(app.clone());
     let_the_server_take_sigint(py)?;
     tracing::info!("serving {} (ASGI, {event_loop})", spec.target);
     let status = py.detach(|| cli::serve(options));
-    app.stop(py, graceful);
+    let began = *drain_began.lock().unwrap_or_else(PoisonError::into_inner);
+    let left = began.map_or(Duration::ZERO, |t| graceful.saturating_sub(t.elapsed()));
+    app.stop(py, left, graceful);
     Ok(status)
+}
+
+/// When the server's drain began (the graceful timeout counts from then),
+/// noted by the phase hook, which keeps calling the one already set.
+fn drain_clock(options: &mut Options) -> Arc<Mutex<Option<Instant>>> {
+    let began = Arc::new(Mutex::new(None));
+    let noted = began.clone();
+    let mut inner = options.phase_hook.take();
+    options.phase_hook = Some(Box::new(move |phase| {
+        if phase == Phase::Draining {
+            *noted.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        }
+        if let Some(hook) = inner.as_mut() {
+            hook(phase);
+        }
+    }));
+    began
 }
 
 /// How a worker is started: this interpreter (`sys.executable`, the user's

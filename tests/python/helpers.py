@@ -151,15 +151,17 @@ def worker_pids(server: "Server") -> List[int]:
     return [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
 
 
-def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS) -> Server:
+def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS,
+                 graceful: str = "5") -> Server:
     """m0serve on `backend`, a free port, one core, `--health-path /healthz`,
-    `--app-dir app_dir` (None: the default, the current directory), then `flags` and `app`."""
+    `--graceful-timeout graceful`, `--app-dir app_dir` (None: the default,
+    the current directory), then `flags` and `app`."""
     argv = m0serve_command() + [
         "--port=0",
         "--cores=1",
         f"--backend={backend}",
         "--health-path=/healthz",
-        "--graceful-timeout=5",
+        f"--graceful-timeout={graceful}",
     ]
     if app_dir is not None:
         argv.append(f"--app-dir={app_dir}")

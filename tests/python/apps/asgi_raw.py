@@ -175,6 +175,20 @@ async def app(scope, receive, send):
         raise RuntimeError("failed mid-answer")
     elif path == "/incomplete":
         await send({"type": "http.response.start", "status": 200, "headers": []})
+    elif path == "/background":
+        # Work after the answer, as Starlette's background tasks do: the
+        # call goes on after its connection is done with.
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"answered"})
+        mark = _query(scope)["mark"]
+        try:
+            await asyncio.sleep(float(_query(scope)["s"]))
+        except asyncio.CancelledError:
+            with open(mark, "w") as f:
+                f.write("cancelled")
+            raise
+        with open(mark, "w") as f:
+            f.write("done")
     elif path == "/hang":
         try:
             await asyncio.sleep(3600)
