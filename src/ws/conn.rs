@@ -281,6 +281,14 @@ impl WsConn {
         }
     }
 
+    /// Fails the connection from this side (RFC 6455 §7.1.7): a Close with
+    /// `code` and `reason` unless one was sent, and nothing more is read;
+    /// the connection is to close once the output is written.
+    pub fn fail_with(&mut self, code: u16, reason: &str, out: &mut Vec<u8>) {
+        self.write_close(code, reason, out);
+        self.failed = true;
+    }
+
     /// Answers the peer's Close: echoes its code (1000 for a Close without
     /// one). Nothing if no Close was received, or ours was sent already.
     pub fn write_close_reply(&mut self, out: &mut Vec<u8>) {

@@ -202,9 +202,11 @@ def test_a_silent_client_is_pinged_then_dropped(backend, tmp_path, keepalive):
                 with pytest.raises(BlockingIOError):
                     sock.recv(1)
                 return
-            # A Ping with no payload, then the close: the app is told 1006.
+            # A Ping with no payload, then a Close 1011 and the end: the app is told 1006.
             assert recorded(record, timeout=5.0) == {"code": 1006, "reason": ""}
-            assert read_to_end(sock, timeout=5.0) == b"\x89\x00"
+            reason = b"keepalive ping timeout"
+            close = bytes([0x88, 2 + len(reason)]) + (1011).to_bytes(2, "big") + reason
+            assert read_to_end(sock, timeout=5.0) == b"\x89\x00" + close
     finally:
         stop_cleanly(server)
 

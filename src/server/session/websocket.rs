@@ -192,8 +192,16 @@ impl HttpSession {
                         None
                     }
                     Due::Gone => {
+                        // As uvicorn: a client that is there after all learns why.
                         tracing::debug!("a WebSocket ping went unanswered: closing");
-                        Some(Cause::PingTimeout)
+                        let mut out = Vec::new();
+                        ws.conn
+                            .fail_with(INTERNAL_ERROR, "keepalive ping timeout", &mut out);
+                        ws.disconnect(ABNORMAL, String::new());
+                        self.push_bytes(out);
+                        self.arm_send(now);
+                        self.meter_cause(Cause::PingTimeout);
+                        None
                     }
                 },
                 None => None,

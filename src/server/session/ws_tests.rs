@@ -393,6 +393,13 @@ fn a_quiet_client_is_pinged_and_dropped_as_1006_when_nothing_comes_back() {
     c.s.on_deadline(gone_at - Duration::from_millis(1));
     assert!(!c.s.done());
     c.s.on_deadline(gone_at);
+    // A Close 1011 for a client that is there after all, then the end.
+    let (op, body) = c.frame();
+    assert_eq!(op, CLOSE);
+    assert_eq!(
+        body,
+        [&1011u16.to_be_bytes()[..], b"keepalive ping timeout"].concat()
+    );
     assert!(c.s.done(), "an unanswered ping drops the connection");
     told_1006(&seen);
 }
