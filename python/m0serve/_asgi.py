@@ -25,6 +25,9 @@ import threading
 import traceback
 from typing import Any, Dict, Optional
 
+# Seconds request tasks cancelled at shutdown have for their cleanup.
+CANCELLED_GRACE = 2.0
+
 
 def new_loop(kind: str):
     """The event loop ``--loop`` asks for, and its name."""
@@ -121,7 +124,7 @@ class Runner:
             return
         future = asyncio.run_coroutine_threadsafe(self._shutdown(left, timeout), self.loop)
         try:
-            future.result(left + timeout + 5)
+            future.result(left + CANCELLED_GRACE + timeout + 5)
         except Exception as e:  # noqa: BLE001 - logged, the loop is stopped anyway
             self.executor.log("error", f"ASGI shutdown failed: {e!r}")
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -138,7 +141,9 @@ class Runner:
             self.executor.log("warning", f"cancelling {len(tasks)} ASGI request task(s) still running at shutdown")
             for task in tasks:
                 task.cancel()
-            await asyncio.wait(tasks, timeout=timeout)
+            # Their cleanup is short: the graceful timeout is spent by now,
+            # and lifespan shutdown must fit before the supervisor's kill.
+            await asyncio.wait(tasks, timeout=CANCELLED_GRACE)
         # A task cancelled before its first step never ended its request.
         self.executor.abort_running("the server shut down before the ASGI request task ran")
         if self.lifespan is not None:

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::values::parse_duration_secs;
 use super::CliError;
 use crate::routes::Router;
 
@@ -25,12 +26,14 @@ pub(super) struct RouteArgs {
     #[arg(long, env = "M0SERVE_STATIC_PATH_MOUNT", value_name = "DIR")]
     static_path_mount: Vec<PathBuf>,
 
-    /// Static files are sent with Cache-Control: max-age=SECS (Granian's flag and default); 0: none.
+    /// Static files are sent with Cache-Control: max-age=SECS (Granian's flag, default and
+    /// duration forms: 86400, 1d, 12h, 1h30m); 0: none.
     #[arg(
         long,
         env = "M0SERVE_STATIC_PATH_EXPIRES",
         value_name = "SECS",
-        default_value_t = 86400
+        default_value = "86400",
+        value_parser = parse_duration_secs
     )]
     static_path_expires: u64,
 

@@ -4,6 +4,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::http::{BodyKind, RequestHead, Version};
+use crate::routes::testing::TempDir;
 
 /// Parsing reads the process environment, which tests share: one at a time.
 static ENV: Mutex<()> = Mutex::new(());
@@ -354,13 +355,12 @@ fn static_flags_pair_in_order() {
 
 #[test]
 fn static_files_carry_the_expires_flag_as_max_age() {
-    let dir = std::env::temp_dir().join(format!("m0serve-expires-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("a.txt"), "a").unwrap();
+    let dir = TempDir::new("cli-expires");
+    std::fs::write(dir.path().join("a.txt"), "a").unwrap();
     let mount = [
         "--static-path-route=/s",
         "--static-path-mount",
-        dir.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
     ];
     let cache_control = |invocation: Invocation| {
         let reply = invocation.options.router.route(&get("/s/a.txt")).unwrap();
@@ -371,18 +371,40 @@ fn static_files_carry_the_expires_flag_as_max_age() {
             .find(|(name, _)| name == "Cache-Control")
             .map(|(_, value)| value.clone())
     };
+    let with = |value: &str| {
+        let flag = format!("--static-path-expires={value}");
+        cache_control(ok(&[&mount[..], &[flag.as_str()]].concat()))
+    };
     // Granian's default, so its users' static files keep their caching.
     assert_eq!(cache_control(ok(&mount)).as_deref(), Some("max-age=86400"));
-    let zero = [&mount[..], &["--static-path-expires", "0"]].concat();
-    assert_eq!(cache_control(ok(&zero)), None);
+    assert_eq!(with("0"), None);
+    // Granian's duration forms.
+    for (value, secs) in [
+        ("3600", 3600),
+        ("1d", 86400),
+        ("1h30m", 5400),
+        ("90s", 90),
+        ("1d2h3m4s", 93784),
+    ] {
+        assert_eq!(with(value), Some(format!("max-age={secs}")), "{value}");
+    }
     let from_env = parse_env(&mount, &[("M0SERVE_STATIC_PATH_EXPIRES", "60")]).unwrap();
     assert_eq!(cache_control(from_env).as_deref(), Some("max-age=60"));
-    for bad in ["-1", "1.5", "1d", ""] {
+    for bad in [
+        "-1",
+        "1.5",
+        "",
+        "d",
+        "1x",
+        "1m1h",
+        "1d1d",
+        "1h30",
+        "99999999999999999999d",
+    ] {
         let flag = format!("--static-path-expires={bad}");
         let args = [&mount[..], &[flag.as_str()]].concat();
         assert!(usage(&args).contains("--static-path-expires"), "{bad}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -421,7 +443,6 @@ fn a_static_directory_stands_for_the_dir_to_file_flag() {
             "{bad}: {message}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

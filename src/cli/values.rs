@@ -30,6 +30,40 @@ pub(super) fn parse_positive_seconds(s: &str) -> Result<Duration, String> {
     Ok(secs)
 }
 
+/// Whole seconds as Granian writes its durations: `86400`, or units in the
+/// order d, h, m, s (`1d`, `24h`, `1h30m`, `90s`).
+pub(super) fn parse_duration_secs(s: &str) -> Result<u64, String> {
+    const FORMS: &str = "expected whole seconds or a duration like 1d, 12h, 1h30m, 90s";
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(secs);
+    }
+    if s.is_empty() {
+        return Err(FORMS.into());
+    }
+    let (mut total, mut rest, mut units) = (0u64, s, "dhms");
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or(FORMS)?;
+        let n: u64 = rest[..digits].parse().map_err(|_| FORMS)?;
+        let unit = rest[digits..].chars().next().ok_or(FORMS)?;
+        // Each unit at most once, largest first.
+        let at = units.find(unit).ok_or(FORMS)?;
+        units = &units[at + 1..];
+        let scale = match unit {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            _ => 1,
+        };
+        total = n
+            .checked_mul(scale)
+            .and_then(|t| total.checked_add(t))
+            .ok_or("too large")?;
+        rest = &rest[digits + 1..];
+    }
+    Ok(total)
+}
+
 /// Bytes, optionally with a binary suffix: `512`, `64K`, `10M`, `1G`, `1GiB`.
 pub(super) fn parse_size(s: &str) -> Result<u64, String> {
     const FORMS: &str =

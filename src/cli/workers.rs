@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::FalseyValueParser;
 use clap::Args;
 
-use super::values::{at_least_one, parse_seconds, parse_size};
+use super::values::{at_least_one, parse_positive_seconds, parse_size};
 use crate::supervisor::recycle::Recycle;
 use crate::supervisor::reload::Watch;
 
@@ -40,7 +40,7 @@ pub(super) struct RecycleArgs {
     workers_max_requests_jitter: u64,
 
     /// Recycle a worker once it has run this many seconds (the first workers spread over it).
-    #[arg(long, env = "M0SERVE_WORKERS_LIFETIME", value_name = "SECS", value_parser = positive_seconds)]
+    #[arg(long, env = "M0SERVE_WORKERS_LIFETIME", value_name = "SECS", value_parser = parse_positive_seconds)]
     workers_lifetime: Option<Duration>,
 
     /// Recycle a worker whose resident memory is over this (MiB, or a size like 1G) in two samples a second apart (Linux).
@@ -56,13 +56,6 @@ impl RecycleArgs {
             lifetime: self.workers_lifetime,
             max_rss: self.workers_max_rss,
         }
-    }
-}
-
-fn positive_seconds(s: &str) -> Result<Duration, String> {
-    match parse_seconds(s)? {
-        Duration::ZERO => Err("must be more than 0".into()),
-        d => Ok(d),
     }
 }
 

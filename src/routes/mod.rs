@@ -94,9 +94,9 @@ impl Router {
         Ok(self)
     }
 
-    /// This router with static files (and their 304s) sent with
-    /// `Cache-Control: max-age=<secs>`; 0: without one, so a client
-    /// revalidates every time (the ETag makes that a 304).
+    /// This router with static files (their 206s and 304s too) sent with
+    /// `Cache-Control: max-age=<secs>`; 0: without one (caches then judge
+    /// freshness themselves, from Last-Modified: RFC 9111 §4.2.2).
     pub fn with_static_max_age(mut self, secs: u64) -> Router {
         // RFC 9111 §1.2.2: a delta-seconds past 2^31 is sent as 2^31.
         self.serving.cache_control = (secs > 0).then(|| format!("max-age={}", secs.min(1 << 31)));
@@ -170,7 +170,7 @@ fn not_found() -> Reply {
 
 /// Helpers shared by the route tests: request heads, header look-up, temp dirs.
 #[cfg(test)]
-mod testing {
+pub(crate) mod testing {
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -352,6 +352,10 @@ mod tests {
         let part = get(&[("Range", "bytes=0-0")]);
         assert_eq!(part.status, 206);
         assert_eq!(header(&part, "Cache-Control"), Some("max-age=86400"));
+        // A refused range is not the file.
+        let refused = get(&[("Range", "bytes=99-")]);
+        assert_eq!(refused.status, 416);
+        assert_eq!(header(&refused, "Cache-Control"), None);
         // A miss is not a file: nothing to keep.
         let miss = router.route(&request("GET", "/static/nope", &[])).unwrap();
         assert_eq!(miss.status, 404);

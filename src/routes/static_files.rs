@@ -98,10 +98,14 @@ impl Mount {
         };
         let validators = Validators::of(&meta);
         let mut headers = validators.headers();
-        if let Some(value) = &how.cache_control {
-            headers.push(("Cache-Control".into(), value.clone()));
-        }
+        // The file's answers carry it; a 416 does not (it would keep a stale
+        // refusal for as long once the file grows).
+        let cache_control = how
+            .cache_control
+            .as_ref()
+            .map(|value| ("Cache-Control".to_string(), value.clone()));
         if not_modified(head, &validators) {
+            headers.extend(cache_control);
             return Reply {
                 status: 304,
                 headers,
@@ -139,6 +143,7 @@ impl Mount {
                 };
             }
         };
+        headers.extend(cache_control);
         headers.push(("Content-Length".into(), len.to_string()));
         Reply {
             status,

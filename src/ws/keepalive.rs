@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 /// When a quiet peer is pinged, and how long it has to answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Keepalive {
+    /// Quiet this long (nothing heard): a Ping.
     pub interval: Duration,
+    /// After the Ping, nothing heard for this long: gone.
     pub timeout: Duration,
 }
 

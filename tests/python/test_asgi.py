@@ -245,18 +245,19 @@ def test_a_task_still_running_at_the_graceful_timeout_is_cancelled(backend, tmp_
     assert mark.read_text() == "cancelled"
 
 
-@pytest.mark.parametrize("graceful", ["5", "0.3"])
-def test_work_after_the_answer_finishes_within_the_graceful_timeout(backend, tmp_path, graceful):
+@pytest.mark.parametrize("graceful,work,outcome", [("5", "1", "done"), ("0.3", "5", "cancelled")])
+def test_work_after_the_answer_finishes_within_the_graceful_timeout(backend, tmp_path, graceful, work,
+                                                                     outcome):
     # The ASGI call lasts past its response (Starlette's background tasks):
     # shutdown waits for it, up to the graceful timeout, before cancelling.
     from helpers import start_server
 
     mark = tmp_path / "mark"
     server = start_server(backend, "asgi_raw:app", *ASGI, graceful=graceful)
-    answer = httpx.get(server.url + f"/background?s=1&mark={mark}", timeout=10)
+    answer = httpx.get(server.url + f"/background?s={work}&mark={mark}", timeout=10)
     assert answer.text == "answered"
     assert server.stop() == 0, server.output
-    assert mark.read_text() == ("done" if graceful == "5" else "cancelled")
+    assert mark.read_text() == outcome
 
 
 def test_request_tasks_come_from_the_apps_task_factory(serve):
