@@ -1,7 +1,7 @@
 //! HTTP/1.1 framing end to end: keep-alive (1.1 by default, 1.0 only on
 //! request), pipelined answers in order, HEAD, request bodies (Content-Length
 //! and chunked with extensions and trailers), `Expect: 100-continue`, and the
-//! Date and Server headers.
+//! Date and Server headers (and `--no-server-header`).
 
 mod common;
 
@@ -264,5 +264,15 @@ fn answers_carry_date_and_server() {
             skew < Duration::from_secs(5),
             "Date {date:?} is {skew:?} from now"
         );
+    }
+}
+
+#[test]
+fn no_server_header_drops_ours_and_keeps_the_date() {
+    let server = Server::start(&["--no-server-header"]);
+    for r in [server.get(HEALTH), server.get("/nowhere")] {
+        assert_eq!(r.status / 100, if r.status == 200 { 2 } else { 4 });
+        assert_eq!(r.header("server"), None, "{:?}", r.headers);
+        assert!(r.header("date").is_some(), "RFC 9110 §6.6.1: Date stays");
     }
 }

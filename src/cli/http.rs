@@ -58,6 +58,16 @@ pub(super) struct HttpArgs {
     #[arg(long, overrides_with = "ws")]
     no_ws: bool,
 
+    /// Send `Server: m0serve` on responses whose app set none (--no-server-header: never) [default: on].
+    #[arg(long, env = "M0SERVE_SERVER_HEADER", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
+          overrides_with = "no_server_header")]
+    server_header: bool,
+
+    /// Send no Server field of our own (see --server-header).
+    #[arg(long, overrides_with = "server_header")]
+    no_server_header: bool,
+
     /// Largest WebSocket message, in bytes or with a K, M, G or T suffix (powers of 1024).
     #[arg(long, env = "M0SERVE_WS_MAX_MESSAGE_SIZE", value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     ws_max_message_size: u64,
@@ -94,6 +104,11 @@ impl HttpArgs {
             max_body: self.max_body_size,
             ..Limits::default()
         }
+    }
+
+    /// Whether responses carry our `Server` field (`--no-server-header` wins when last).
+    pub(super) fn server_header(&self) -> bool {
+        self.server_header && !self.no_server_header
     }
 
     /// Whether WebSocket upgrades are served (`--no-ws` wins when last).

@@ -224,6 +224,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         app: None,
         ws: http.ws(),
         ws_max_message: http.ws_max_message(),
+        server_header: http.server_header(),
         ws_keepalive: http.ws_keepalive(),
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,

@@ -171,6 +171,23 @@ fn websocket_flags() {
 }
 
 #[test]
+fn server_header_flags() {
+    let server_header =
+        |args: &[&str], env: &[(&str, &str)]| parse_env(args, env).unwrap().options.server_header;
+    assert!(server_header(&[], &[]), "on by default");
+    assert!(!server_header(&["--no-server-header"], &[]));
+    assert!(
+        server_header(&["--no-server-header", "--server-header"], &[]),
+        "the last flag wins"
+    );
+    assert!(!server_header(&[], &[("M0SERVE_SERVER_HEADER", "false")]));
+    assert!(
+        server_header(&["--server-header"], &[("M0SERVE_SERVER_HEADER", "0")]),
+        "the flag wins"
+    );
+}
+
+#[test]
 fn websocket_keepalive_flags() {
     let keepalive =
         |args: &[&str], env: &[(&str, &str)]| parse_env(args, env).unwrap().options.ws_keepalive;

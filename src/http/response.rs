@@ -160,11 +160,14 @@ const HEAD_ROOM: usize = 256;
 /// rewritten by us, `Transfer-Encoding` is dropped, and `Connection` is
 /// dropped (its `close` token honoured) except on a 101, where it belongs to the
 /// upgrade. A field with a non-token name or a control character in its value is dropped
-/// with a warning. `Date` and `Server` are added unless the app set them.
+/// with a warning. `Date` is added unless the app set it, and `Server` too
+/// where `server` (`--no-server-header` turns it off: some operators keep
+/// the software's name off the wire).
 pub(crate) fn write_head(
     status: u16,
     headers: &[(&str, &[u8])],
     req: RequestSide,
+    server: bool,
     out: &mut Vec<u8>,
 ) -> Written {
     // A status must be three digits on the wire.
@@ -241,7 +244,7 @@ pub(crate) fn write_head(
     if !has_date {
         date::with_now(|d| push_field(out, b"Date", d));
     }
-    if !has_server {
+    if server && !has_server {
         push_field(out, b"Server", SERVER);
     }
     out.extend_from_slice(b"\r\n");
@@ -333,7 +336,7 @@ mod tests {
 
     fn head(status: u16, headers: &[(&str, &[u8])], req: RequestSide) -> (String, Written) {
         let mut out = Vec::new();
-        let written = write_head(status, headers, req, &mut out);
+        let written = write_head(status, headers, req, true, &mut out);
         (String::from_utf8(out).unwrap(), written)
     }
 
@@ -561,6 +564,18 @@ mod tests {
             undated(&h),
             "HTTP/1.1 200 OK\r\nX-Tab: a\tb\r\nX-Ok: fine\r\nTransfer-Encoding: chunked\r\nServer: m0serve\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn without_ours_only_an_apps_server_field_is_sent() {
+        let mut out = Vec::new();
+        write_head(200, &[("Content-Length", b"0")], GET11, false, &mut out);
+        let h = String::from_utf8(out).unwrap();
+        assert!(!h.contains("Server"), "{h}");
+        assert!(h.contains("\r\nDate: "), "{h}");
+        let mut out = Vec::new();
+        write_head(200, &[("Server", b"app")], GET11, false, &mut out);
+        assert!(String::from_utf8(out).unwrap().contains("Server: app\r\n"));
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub struct Options {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
+    /// Responses carry `Server: m0serve` (unless the app set its own).
+    pub server_header: bool,
     /// Pings for quiet WebSockets, and how long an answer may take (None: none).
     pub ws_keepalive: Option<crate::ws::Keepalive>,
     /// Buffer the bodies of apps whose reads block (WSGI) before calling
@@ -168,6 +170,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         access_log: options.access_log.map(Arc::new),
         ws: options.ws,
         ws_max_message: options.ws_max_message,
+        server_header: options.server_header,
         ws_keepalive: options.ws_keepalive,
         body_buffer: options.body_buffer.map(Arc::new),
         body_read_timeout: options.body_read_timeout,

@@ -75,6 +75,8 @@ pub struct Shared {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
+    /// Responses carry `Server: m0serve` (unless the app set its own).
+    pub server_header: bool,
     /// Pings for quiet WebSockets, and how long an answer may take (None: none).
     pub ws_keepalive: Option<crate::ws::Keepalive>,
     /// How the bodies of apps with blocking reads are buffered before the
@@ -116,6 +118,9 @@ impl Service for HttpService {
     fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
         let now = Instant::now();
         let mut conn = ServerConn::new(self.shared.limits);
+        if !self.shared.server_header {
+            conn.omit_server_header();
+        }
         // A PROXY protocol preamble and the first head are held to the head's
         // timeout together, from the connection's start.
         let preamble = self.shared.proxy.expects_preamble(peer);

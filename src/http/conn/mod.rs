@@ -179,6 +179,8 @@ pub struct ServerConn {
     /// [`ServerConn::take_answered`], kept only once
     /// [`ServerConn::record_answers`] asked (the metrics count them).
     answered: Option<Vec<u16>>,
+    /// Responses carry our `Server` field (unless the app set its own).
+    server_header: bool,
 }
 
 impl ServerConn {
@@ -197,7 +199,13 @@ impl ServerConn {
             closed: false,
             upgraded: false,
             answered: None,
+            server_header: true,
         }
+    }
+
+    /// Responses go without our `Server` field (`--no-server-header`).
+    pub fn omit_server_header(&mut self) {
+        self.server_header = false;
     }
 
     /// Keep the status of every answer finished, for [`ServerConn::take_answered`].

@@ -39,6 +39,7 @@ impl ServerConn {
         out: &mut Vec<u8>,
     ) -> Framing {
         let body_read = matches!(self.read, Read::End | Read::Done);
+        let server = self.server_header;
         let Some(ex) = self
             .exchange
             .as_mut()
@@ -54,7 +55,7 @@ impl ServerConn {
             head_request: ex.head_request,
             keep_alive: ex.keep_alive && !self.close_after && !owed_continue,
         };
-        let written = response::write_head(status, headers, req, out);
+        let written = response::write_head(status, headers, req, server, out);
         ex.response = Response::Started {
             body: BodyWriter::new(written.framing),
             keep_alive: written.keep_alive,

@@ -20,6 +20,7 @@ pub(super) fn service(router: Router) -> HttpService {
         access_log: None,
         ws: true,
         ws_max_message: 16 << 20,
+        server_header: true,
         ws_keepalive: None,
         body_buffer: None,
         body_read_timeout: Duration::from_secs(30),

@@ -72,6 +72,7 @@ impl Client {
             access_log: None,
             ws,
             ws_max_message: max,
+            server_header: true,
             ws_keepalive: keepalive,
             body_buffer: None,
             body_read_timeout: Duration::from_secs(30),
