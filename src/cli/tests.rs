@@ -426,14 +426,14 @@ fn static_files_carry_the_expires_flag_as_max_age() {
 
 #[test]
 fn a_static_directory_stands_for_the_dir_to_file_flag() {
-    let dir = std::env::temp_dir().join(format!("m0serve-dir-to-file-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("d")).unwrap();
-    std::fs::write(dir.join("d/index.html"), "html").unwrap();
-    std::fs::write(dir.join("d/index.txt"), "text!").unwrap();
+    let dir = TempDir::new("cli-dir-to-file");
+    std::fs::create_dir_all(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("d/index.html"), "html").unwrap();
+    std::fs::write(dir.path().join("d/index.txt"), "text!").unwrap();
     let mount = [
         "--static-path-route=/s",
         "--static-path-mount",
-        dir.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
     ];
     let length = |invocation: Invocation| {
         let reply = invocation.options.router.route(&get("/s/d")).unwrap();

@@ -173,47 +173,33 @@ impl HttpSession {
         let Some(ws) = &mut self.ws else {
             return;
         };
-        let due = if ws.close_deadline.is_some_and(|d| d <= now) {
+        if ws.close_deadline.is_some_and(|d| d <= now) {
             tracing::debug!("the client did not answer our WebSocket Close: closing");
-            Some(if self.shutting {
+            self.meter_cause(if self.shutting {
                 Cause::Shutdown
             } else {
                 Cause::ServerClosed
-            })
-        } else {
-            match keepalive.filter(|_| ws.open()) {
-                Some(k) => match ws.clock.due(&k, now, listening) {
-                    Due::Nothing => None,
-                    Due::Ping => {
-                        let mut out = Vec::new();
-                        ws.conn.write_ping(b"", &mut out);
-                        self.push_bytes(out);
-                        self.arm_send(now);
-                        None
-                    }
-                    Due::Gone => {
-                        // As uvicorn: a client that is there after all learns why.
-                        tracing::debug!("a WebSocket ping went unanswered: closing");
-                        let mut out = Vec::new();
-                        ws.conn
-                            .fail_with(INTERNAL_ERROR, "keepalive ping timeout", &mut out);
-                        ws.disconnect(ABNORMAL, String::new());
-                        self.push_bytes(out);
-                        self.arm_send(now);
-                        self.meter_cause(Cause::PingTimeout);
-                        None
-                    }
-                },
-                None => None,
-            }
-        };
-        match due {
-            Some(cause) => {
-                self.meter_cause(cause);
-                self.close_now();
-            }
-            None => self.ws_pump(now),
+            });
+            return self.close_now();
         }
+        let mut out = Vec::new();
+        if let Some(k) = keepalive.filter(|_| ws.open()) {
+            match ws.clock.due(&k, now, listening) {
+                Due::Nothing => {}
+                Due::Ping => ws.conn.write_ping(b"", &mut out),
+                Due::Gone => {
+                    // As uvicorn: a client that is there after all learns why.
+                    tracing::debug!("a WebSocket ping went unanswered: closing");
+                    ws.conn
+                        .fail_with(INTERNAL_ERROR, "keepalive ping timeout", &mut out);
+                    ws.disconnect(ABNORMAL, String::new());
+                    self.meter_cause(Cause::PingTimeout);
+                }
+            }
+        }
+        self.push_bytes(out);
+        self.arm_send(now);
+        self.ws_pump(now);
     }
 
     /// Handle every event the received bytes hold, as far as the app's
