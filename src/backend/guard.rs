@@ -170,6 +170,10 @@ impl<S: Session> Session for Guarded<S> {
     fn on_notify(&mut self, now: Instant) {
         self.call("notified", |s| s.on_notify(now));
     }
+
+    fn linger(&self) -> bool {
+        self.ask("closing", false, |s| s.linger())
+    }
 }
 
 impl<S> Drop for Guarded<S> {

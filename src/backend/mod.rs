@@ -12,6 +12,7 @@ pub mod accept;
 pub mod admit;
 pub mod guard;
 pub mod held;
+pub mod linger;
 pub mod pass_end;
 pub mod portable;
 pub mod ready_flag;
@@ -83,6 +84,14 @@ pub trait Session {
     /// it). The backend then drives the session as after `on_read`: output,
     /// reads if it wants input again, `done`, the deadline.
     fn on_notify(&mut self, now: Instant);
+    /// Asked once the session is [`Session::done`] and its output written:
+    /// whether the peer may still be sending (a body or messages the session
+    /// will not read), so the connection is closed lingering ([`linger`]):
+    /// half-closed, and read and dropped until the peer's end of input or
+    /// the linger time, instead of closed under bytes that would reset it.
+    fn linger(&self) -> bool {
+        false
+    }
 }
 
 /// The peer of an accepted connection.
@@ -204,6 +213,9 @@ pub struct CoreContext {
     /// Other processes accept from the same listener: how often an io_uring
     /// core whose accept saw nothing looks at it itself ([`accept::recheck`]).
     pub recheck: Option<std::time::Duration>,
+    /// How long a finished connection whose peer may still be sending is
+    /// read and dropped before it closes (None: closed at once; [`linger`]).
+    pub linger: Option<std::time::Duration>,
 }
 
 impl CoreContext {

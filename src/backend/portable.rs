@@ -13,6 +13,10 @@
 //! first time a write would block, then keeps it: a new connection whose
 //! answer fits the socket buffer (most) costs no writable event, and no
 //! connection costs more than one re-registration.
+//!
+//! A finished connection whose peer may still be sending lingers before it
+//! closes ([`linger`]): half-closed, read into the core's buffer and dropped,
+//! until the peer's end of input or the linger time.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -28,7 +32,7 @@ use super::guard::Guarded;
 use super::sendfile::send_file;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
-use super::{admit, Accepted, CoreContext, Output, Service, Session, Wake};
+use super::{admit, linger, Accepted, CoreContext, Output, Service, Session, Wake};
 
 const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -95,6 +99,8 @@ struct Conn<T> {
     queued: bool,
     /// Registered for writable events (since a write first would block).
     write_interest: bool,
+    /// Lingering until then: half-closed, its input dropped ([`linger`]).
+    linger: Option<Instant>,
     armed: Armed,
 }
 
@@ -110,6 +116,9 @@ impl<T: Session> Conn<T> {
     /// Write what the session has, then read while it wants input; repeat
     /// until neither can progress. Errors mean the connection is to be closed.
     fn drive(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Driven> {
+        if self.linger.is_some() {
+            return self.drop_input(buf);
+        }
         let mut reads = 0;
         loop {
             let drained = self.flush(now)?;
@@ -134,6 +143,27 @@ impl<T: Session> Conn<T> {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Lingering: read and drop what the peer sends; its end of input
+    /// closes the connection.
+    fn drop_input(&mut self, buf: &mut [u8]) -> io::Result<Driven> {
+        for _ in 0..READS_PER_PASS {
+            if !self.readable {
+                return Ok(Driven::Open);
+            }
+            match (&self.sock).read(buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(Driven::Close);
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Driven::Revisit)
     }
 
     /// Write the session's output until it is drained (true) or the socket is full.
@@ -286,13 +316,16 @@ impl<S: Service> Core<S> {
         // learns the client left). A FIN alone is a half-close that may still
         // want its answer: it is read in order, when the session reads again.
         // The io_uring backend's hang-up poll keeps the same rule.
-        if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
+        // Lingering, both directions shut is the peer's FIN after ours: what
+        // came before it is read (and dropped) first.
+        let gone = event.is_read_closed() && event.is_write_closed() && c.linger.is_none();
+        if event.is_error() || gone {
             self.close(key);
             return;
         }
         c.readable |= event.is_readable() || event.is_read_closed();
         c.writable |= event.is_writable() || event.is_write_closed();
-        if event.is_read_closed() && !c.session.wants_read() {
+        if event.is_read_closed() && c.linger.is_none() && !c.session.wants_read() {
             // The FIN is read in order later; the session may act on it now.
             c.session.on_hangup(Instant::now());
         }
@@ -307,8 +340,9 @@ impl<S: Service> Core<S> {
         let board = self.ctx.board.clone();
         for bits in board.take_ready(self.ctx.index) {
             let key = Key::from_bits(bits);
-            // Stale (the connection closed, its slot perhaps reused): dropped.
-            if let Some(c) = self.conns.get_mut(key) {
+            // Stale (the connection closed, its slot perhaps reused) or
+            // lingering (its session is done): dropped.
+            if let Some(c) = self.conns.get_mut(key).filter(|c| c.linger.is_none()) {
                 c.session.on_notify(now);
                 self.drive(key);
             }
@@ -322,7 +356,7 @@ impl<S: Service> Core<S> {
             return;
         };
         match c.drive(&mut self.buf, Instant::now()) {
-            Ok(Driven::Close) => self.close(key),
+            Ok(Driven::Close) => self.finish(key),
             Err(e) => {
                 tracing::debug!(core = self.ctx.index, "closing a connection: {e}");
                 self.close(key);
@@ -348,9 +382,25 @@ impl<S: Service> Core<S> {
                     }
                     c.write_interest = true;
                 }
-                self.timers
-                    .arm(key.slot() as usize, &mut c.armed, c.session.deadline());
+                let deadline = c.linger.or_else(|| c.session.deadline());
+                self.timers.arm(key.slot() as usize, &mut c.armed, deadline);
             }
+        }
+    }
+
+    /// Connection `key` is done and its output written: close it, or let it
+    /// linger if its peer may still be sending ([`linger`]).
+    fn finish(&mut self, key: Key) {
+        let Some(c) = self.conns.get_mut(key) else {
+            return;
+        };
+        match self.ctx.linger {
+            Some(time) if c.linger.is_none() && !c.eof && c.session.linger() => {
+                linger::half_close(&c.sock);
+                c.linger = Some(Instant::now() + time);
+                self.drive(key);
+            }
+            _ => self.close(key),
         }
     }
 
@@ -418,6 +468,7 @@ impl<S: Service> Core<S> {
             eof: false,
             queued: false,
             write_interest: false,
+            linger: None,
             armed: Armed::default(),
         });
         if let Err(e) = self.poll.registry().register(
@@ -437,7 +488,8 @@ impl<S: Service> Core<S> {
 
     /// Tell connection `key` shutdown began; close it if idle, else serve it on.
     fn shut(&mut self, key: Key) {
-        let Some(c) = self.conns.get_mut(key) else {
+        // A lingering one's session is done; its linger time bounds it.
+        let Some(c) = self.conns.get_mut(key).filter(|c| c.linger.is_none()) else {
             return;
         };
         c.session.on_shutdown();
@@ -486,8 +538,16 @@ impl<S: Service> Core<S> {
             if !c.armed.fired(at) {
                 continue; // stale: superseded, or a closed connection's
             }
-            if c.session.deadline().is_some_and(|d| d <= now) {
-                c.session.on_deadline(now);
+            match c.linger {
+                Some(until) if until <= now => {
+                    self.close(key);
+                    continue;
+                }
+                Some(_) => {}
+                None if c.session.deadline().is_some_and(|d| d <= now) => {
+                    c.session.on_deadline(now)
+                }
+                None => {}
             }
             self.drive(key);
         }

@@ -86,7 +86,8 @@ impl Journal {
 }
 
 /// Echoes every byte back. Lines are commands too: `quit` ends the session
-/// (after its echo), `panic` panics in `on_read`, `sleep N` blocks the core thread for N ms before echoing
+/// (after its echo; what follows it is not read), `stop` too, but says its
+/// peer may still be sending (the backend lingers, [`super::linger`]), `panic` panics in `on_read`, `sleep N` blocks the core thread for N ms before echoing
 /// (a view served inline, as on a loop-only core), `file PATH` sends the
 /// file's bytes after the echo as [`Output::File`]. Two answer through the
 /// session's [`Notifier`], from a thread, after N ms: `later N` (answered
@@ -114,6 +115,7 @@ impl Service for EchoService {
             line: Vec::new(),
             last_read: Instant::now(),
             quit: false,
+            stop: false,
             eof: false,
             expired: false,
             shutdown: false,
@@ -138,6 +140,8 @@ pub struct EchoSession {
     line: Vec<u8>,
     last_read: Instant,
     quit: bool,
+    /// Ended by `stop`: the close lingers.
+    stop: bool,
     eof: bool,
     expired: bool,
     shutdown: bool,
@@ -159,6 +163,9 @@ impl EchoSession {
         });
         if line == "quit" {
             self.quit = true;
+        } else if line == "stop" {
+            self.quit = true;
+            self.stop = true;
         } else if line == "panic" {
             panic!("the echo session was told to panic");
         } else if let Some(path) = line.strip_prefix("file ") {
@@ -194,6 +201,9 @@ impl Session for EchoSession {
         assert!(!data.is_empty(), "on_read with no bytes");
         self.last_read = now;
         for &b in data {
+            if self.quit {
+                break;
+            }
             self.out.push(b);
             if b == b'\n' {
                 self.end_line();
@@ -281,6 +291,10 @@ impl Session for EchoSession {
         self.out.append(&mut self.mailbox.lock().unwrap());
         self.paused = false;
     }
+
+    fn linger(&self) -> bool {
+        self.stop && !self.eof
+    }
 }
 
 impl Drop for EchoSession {
@@ -299,6 +313,8 @@ pub struct Setup {
     pub timeout: Option<Duration>,
     pub rotate_accepts: bool,
     pub recheck: Option<Duration>,
+    /// How long finished connections linger (see [`super::linger`]).
+    pub linger: Option<Duration>,
 }
 
 impl Default for Setup {
@@ -310,6 +326,7 @@ impl Default for Setup {
             timeout: None,
             rotate_accepts: false,
             recheck: None,
+            linger: None,
         }
     }
 }
@@ -359,6 +376,7 @@ impl Setup {
                     batch: self.batch,
                     rotate_accepts: self.rotate_accepts,
                     recheck: self.recheck,
+                    linger: self.linger,
                 };
                 let service = make(index, journal.clone());
                 let handed = HandedCounter(handed.clone(), index);
@@ -987,6 +1005,67 @@ pub fn a_session_not_reading_is_closed_when_its_peer_resets(run: RunFn) {
     h.shutdown(Duration::from_secs(1));
 }
 
+/// A session done while its peer is still sending (`stop`, then a stream
+/// far larger than both sockets' buffers) lingers: the peer's writes all
+/// succeed, and after its half-close it reads the answer, then a clean end.
+/// The negative arm, closed at once (no linger): the unread input resets
+/// the connection and the peer's writes fail before it ever reads.
+pub fn a_finished_session_lingers_while_its_peer_sends(run: RunFn) {
+    for linger in [Some(Duration::from_secs(5)), None] {
+        let h = Setup {
+            linger,
+            ..Setup::default()
+        }
+        .spawn(run);
+        let mut a = h.connect();
+        a.write_all(b"stop\n").unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        let streamed = (0..512).try_for_each(|_| a.write_all(&chunk));
+        if linger.is_none() {
+            assert!(
+                streamed.is_err(),
+                "32 MiB went into a connection closed under them"
+            );
+            continue;
+        }
+        if let Err(e) = streamed {
+            panic!("writing 32 MiB after `stop` failed: {e}; the close did not linger");
+        }
+        a.shutdown(std::net::Shutdown::Write).unwrap();
+        echo_read(&mut a, "stop\n");
+        expect_eof(&mut a);
+        h.shutdown(Duration::from_secs(1));
+    }
+}
+
+/// A lingering connection whose peer never ends its side is closed after the
+/// linger time, and another client is served meanwhile.
+pub fn a_lingering_connection_is_closed_after_the_linger_time(run: RunFn) {
+    let h = Setup {
+        linger: Some(Duration::from_millis(300)),
+        ..Setup::default()
+    }
+    .spawn(run);
+    let dropped = || h.journal().count(|e| matches!(e, Entry::Dropped { .. }));
+    let mut a = h.connect();
+    a.write_all(b"stop\nmore").unwrap();
+    echo_read(&mut a, "stop\n");
+    expect_eof(&mut a); // the half-close
+    let since = Instant::now();
+    let mut b = h.connect();
+    echo(&mut b, "meanwhile\n");
+    while dropped() == 0 {
+        assert!(
+            since.elapsed() < Duration::from_secs(3),
+            "the lingering connection was never closed"
+        );
+        a.write_all(b"still sending").unwrap_or(());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    echo(&mut b, "still served\n");
+    h.shutdown(Duration::from_secs(1));
+}
+
 /// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
 macro_rules! conformance {
     ($run:expr) => {
@@ -1041,6 +1120,14 @@ macro_rules! conformance {
         #[test]
         fn a_notification_for_a_closed_session_is_ignored() {
             $crate::backend::testing::a_notification_for_a_closed_session_is_ignored($run)
+        }
+        #[test]
+        fn a_finished_session_lingers_while_its_peer_sends() {
+            $crate::backend::testing::a_finished_session_lingers_while_its_peer_sends($run)
+        }
+        #[test]
+        fn a_lingering_connection_is_closed_after_the_linger_time() {
+            $crate::backend::testing::a_lingering_connection_is_closed_after_the_linger_time($run)
         }
     };
 }

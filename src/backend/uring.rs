@@ -52,7 +52,10 @@
 //!
 //! A connection closes by `shutdown(SHUT_RDWR)`, which ends its in-flight
 //! recv; its slot and fd are freed once no operation of it is in flight, so a
-//! completion never names a reused fd.
+//! completion never names a reused fd. One whose peer may still be sending
+//! lingers first ([`linger`]): half-closed, with one recv at a time armed
+//! whose bytes go straight back to the pool, until the peer's end of input
+//! or the linger time.
 
 use std::collections::VecDeque;
 use std::io;
@@ -70,7 +73,7 @@ use super::admit;
 use super::guard::Guarded;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
-use super::{Accepted, CoreContext, Output, Service, Session, Wake};
+use super::{linger, Accepted, CoreContext, Output, Service, Session, Wake};
 
 /// The most one recv (or the admission's eager read) takes.
 const READ_BUF: usize = 16 * 1024;
@@ -142,6 +145,8 @@ struct Conn<T> {
     watch: Watch,
     /// Shut down; the slot is freed once nothing is in flight.
     closing: bool,
+    /// Lingering until then: half-closed, its input dropped ([`linger`]).
+    linger: Option<Instant>,
     /// Its entry in the deadline heap.
     armed: Armed,
 }
@@ -288,6 +293,14 @@ impl<S: Service> Core<S> {
         conn.reading = false;
         match result {
             Ok(received) if conn.closing => self.ring.give_back(received),
+            // Lingering: the bytes are dropped; the end of input closes it.
+            Ok(received) if conn.linger.is_some() => {
+                if received.is_empty() {
+                    conn.eof = true;
+                    self.close(key);
+                }
+                self.ring.give_back(received);
+            }
             Ok(received) => {
                 if received.is_empty() {
                     conn.eof = true;
@@ -360,11 +373,15 @@ impl<S: Service> Core<S> {
         };
         conn.watch = Watch::Done;
         match result {
-            Ok(Hangup { gone: true, .. }) if !conn.closing => {
+            // Lingering, both sides shut is the peer's FIN after ours: the
+            // recv reads what came before it, then the end.
+            Ok(Hangup { gone: true, .. }) if !conn.closing && conn.linger.is_none() => {
                 tracing::debug!(core = self.ctx.index, "the peer reset the connection");
                 self.close(key);
             }
-            Ok(_) if !conn.closing => conn.session.on_hangup(Instant::now()),
+            Ok(_) if !conn.closing && conn.linger.is_none() => {
+                conn.session.on_hangup(Instant::now())
+            }
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {}
             Err(e) => tracing::debug!(core = self.ctx.index, "hang-up poll failed: {e}"),
@@ -385,8 +402,14 @@ impl<S: Service> Core<S> {
             if !conn.armed.fired(at) {
                 continue; // stale: superseded, or a closed connection's
             }
-            if !conn.closing && conn.session.deadline().is_some_and(|d| d <= now) {
-                conn.session.on_deadline(now);
+            match conn.linger {
+                _ if conn.closing => {}
+                Some(until) if until <= now => self.close(key),
+                Some(_) => {}
+                None if conn.session.deadline().is_some_and(|d| d <= now) => {
+                    conn.session.on_deadline(now)
+                }
+                None => {}
             }
             self.drive(key);
         }
@@ -399,9 +422,10 @@ impl<S: Service> Core<S> {
         let board = self.ctx.board.clone();
         for bits in board.take_ready(self.ctx.index) {
             let key = Key::from_bits(bits);
-            // Stale (closed, the slot perhaps reused) or closing: nothing to tell.
+            // Stale (closed, the slot perhaps reused), closing or lingering
+            // (its session is done): nothing to tell.
             match self.conns.get_mut(key) {
-                Some(conn) if !conn.closing => conn.session.on_notify(now),
+                Some(conn) if !conn.closing && conn.linger.is_none() => conn.session.on_notify(now),
                 _ => continue,
             }
             self.drive(key);
@@ -612,6 +636,7 @@ impl<S: Service> Core<S> {
                 eof: false,
                 watch: Watch::Idle,
                 closing: false,
+                linger: None,
                 armed: Armed::default(),
             }
         });
@@ -647,7 +672,19 @@ impl<S: Service> Core<S> {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        if !conn.closing {
+        if let (false, Some(until)) = (conn.closing, conn.linger) {
+            // Lingering: one recv at a time until the end of input or `until`.
+            if !conn.reading && !conn.eof {
+                if let Err(e) = self.ring.recv(token(key), conn.fd.as_fd()) {
+                    tracing::debug!(core = self.ctx.index, "recv failed: {e}");
+                    self.close(key);
+                    return self.drive(key);
+                }
+                conn.reading = true;
+            }
+            self.timers
+                .arm(key.slot() as usize, &mut conn.armed, Some(until));
+        } else if !conn.closing {
             if let Err(e) = start_write(&mut self.ring, &mut self.spare, key, conn) {
                 tracing::debug!(core = self.ctx.index, "write failed: {e}");
                 self.close(key);
@@ -656,7 +693,7 @@ impl<S: Service> Core<S> {
             let drained = conn.wbuf.is_some();
             let finished = conn.session.done() || (self.draining && conn.session.idle());
             if drained && finished {
-                self.close(key);
+                self.finish(key);
                 return self.drive(key);
             }
             if conn.session.wants_read() && !conn.eof && !conn.reading {
@@ -686,6 +723,21 @@ impl<S: Service> Core<S> {
             recycle(&mut self.spare, conn.wbuf);
             drop(conn.fd);
             self.ctx.closed();
+        }
+    }
+
+    /// Connection `key` is done and its output written: close it, or let it
+    /// linger if its peer may still be sending ([`linger`]).
+    fn finish(&mut self, key: Key) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        match self.ctx.linger {
+            Some(time) if !conn.eof && conn.session.linger() => {
+                linger::half_close(&conn.fd);
+                conn.linger = Some(Instant::now() + time);
+            }
+            _ => self.close(key),
         }
     }
 
@@ -723,7 +775,8 @@ impl<S: Service> Core<S> {
         }
         for key in self.conns.keys() {
             if let Some(conn) = self.conns.get_mut(key) {
-                if !conn.closing {
+                // A lingering one's session is done; its linger time bounds it.
+                if !conn.closing && conn.linger.is_none() {
                     conn.session.on_shutdown();
                 }
             }

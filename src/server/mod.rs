@@ -311,6 +311,7 @@ fn serve(
     let board = Board::new(n);
     let rotate_accepts = backend::accept::rotate(listener.shared);
     let recheck = backend::accept::recheck(listener.shared);
+    let linger = backend::linger::from_env();
     tracing::info!(
         "listening on {} ({kind} backend, {n} cores)",
         listener.addr.url(secure)
@@ -326,6 +327,7 @@ fn serve(
             batch,
             rotate_accepts,
             recheck,
+            linger,
         };
         let spawned = spawn_core(
             ctx,

@@ -647,6 +647,18 @@ impl Session for HttpSession {
         }
     }
 
+    /// A request, body or message we will not read may still be coming;
+    /// not after a timeout or a failed answer (`closed`), which end the
+    /// connection without lingering.
+    fn linger(&self) -> bool {
+        !self.closed
+            && !self.eof
+            && match &self.ws {
+                Some(ws) => ws.linger(),
+                None => self.conn.peer_may_send(),
+            }
+    }
+
     fn on_notify(&mut self, now: Instant) {
         let mut out = Vec::new();
         self.app_progress(&mut out);

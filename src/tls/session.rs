@@ -470,6 +470,11 @@ impl<S: Session + Secured> Session for TlsSession<S> {
             self.pump_in(now);
         }
     }
+
+    /// As the inner session says: what it will not read comes encrypted.
+    fn linger(&self) -> bool {
+        self.phase == Phase::Open && !self.eof && self.inner.linger()
+    }
 }
 
 #[cfg(test)]

@@ -174,6 +174,8 @@ pub struct ServerConn {
     received: bool,
     /// No further requests: close once the output is written.
     closed: bool,
+    /// Bad input was reported ([`Event::Error`]); what followed it is unread.
+    failed: bool,
     upgraded: bool,
     /// The statuses of the answers finished since the last
     /// [`ServerConn::take_answered`], kept only once
@@ -197,6 +199,7 @@ impl ServerConn {
             eof: false,
             received: false,
             closed: false,
+            failed: false,
             upgraded: false,
             answered: None,
             server_header: true,
@@ -290,6 +293,18 @@ impl ServerConn {
     /// The connection is finished: close it once the output is written.
     pub fn must_close(&self) -> bool {
         self.closed
+    }
+
+    /// The peer may still be sending what this connection will not read:
+    /// the rest of a request refused as bad input, a body cut short by a
+    /// closing answer, or requests pipelined behind it. Its close should
+    /// linger (RFC 9112 §9.6): a reset could destroy the answer unread.
+    pub fn peer_may_send(&self) -> bool {
+        !self.eof
+            && !self.upgraded
+            && (self.failed
+                || self.buffered() > 0
+                || matches!(self.read, Read::Length(_) | Read::Chunked(_)))
     }
 
     /// Graceful shutdown: the current (or next) response says

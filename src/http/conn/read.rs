@@ -170,6 +170,7 @@ impl ServerConn {
     /// Bad input: report it; nothing more is read.
     fn fail(&mut self, e: HttpError) -> Event {
         self.closed = true;
+        self.failed = true;
         Event::Error(e)
     }
 }

@@ -927,3 +927,51 @@ mod preamble {
         ));
     }
 }
+
+/// Whether the peer may still be sending what the connection will not read
+/// (the backend then lingers before it closes): after bad input, behind a
+/// closing answer, and in a body cut short; not once everything was read,
+/// nor after the peer's end of input.
+#[test]
+fn the_peer_may_still_be_sending_after_a_refusal_or_a_closing_answer() {
+    // A 413 at the head: the body is still on its way.
+    let mut c = ServerConn::new(Limits {
+        max_body: 10,
+        ..Limits::default()
+    });
+    c.recv(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99\r\n\r\n");
+    assert!(matches!(events(&mut c).pop(), Some(Event::Error(_))));
+    assert!(c.must_close() && c.peer_may_send());
+    c.recv_eof();
+    assert!(
+        !c.peer_may_send(),
+        "the peer's end of input: nothing more comes"
+    );
+
+    // A bad request line, with nothing after it buffered.
+    let mut c = conn();
+    c.recv(b"GET /a b HTTP/1.1\r\n\r\n");
+    assert!(matches!(events(&mut c).pop(), Some(Event::Error(_))));
+    assert!(c.peer_may_send());
+
+    // A complete request answered with `Connection: close`: nothing unread.
+    let mut c = conn();
+    c.recv(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    events(&mut c);
+    respond(&mut c, 200, "ok");
+    assert!(c.must_close() && !c.peer_may_send());
+
+    // The same with a request pipelined behind it.
+    let mut c = conn();
+    c.recv(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /next HTTP/1.1\r\n");
+    events(&mut c);
+    respond(&mut c, 200, "ok");
+    assert!(c.must_close() && c.peer_may_send());
+
+    // A closing answer before the body was read.
+    let mut c = conn();
+    c.recv(b"POST / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 5\r\n\r\nab");
+    events(&mut c);
+    respond(&mut c, 401, "no");
+    assert!(c.must_close() && c.peer_may_send());
+}

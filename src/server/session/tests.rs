@@ -86,6 +86,25 @@ fn a_head_that_starts_after_a_complete_one_is_timed() {
     assert_eq!(s.deadline(), Some(now + Duration::from_secs(10)));
     s.on_deadline(now + Duration::from_secs(11));
     assert!(s.done());
+    assert!(
+        !s.linger(),
+        "a head too slow is closed, not waited for longer"
+    );
+}
+
+#[test]
+fn a_refused_upload_lingers_for_the_rest_of_its_body() {
+    let mut s = service(Router::default()).open(&Peer::Unix, notifier());
+    s.on_read(
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\nabc",
+        Instant::now(),
+    );
+    assert!(String::from_utf8(drain(&mut s))
+        .unwrap()
+        .starts_with("HTTP/1.1 413"));
+    assert!(s.done() && s.linger());
+    s.on_eof(Instant::now());
+    assert!(!s.linger(), "the client closed: nothing more comes");
 }
 
 #[test]

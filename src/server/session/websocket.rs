@@ -62,6 +62,13 @@ impl WsSession {
         self.conn.must_close()
     }
 
+    /// We failed the connection (a protocol error, a message over the limit,
+    /// an unanswered ping) and the client has not closed: it may be sending
+    /// still, and should read our Close before the connection ends.
+    pub(super) fn linger(&self) -> bool {
+        self.conn.must_close() && !self.conn.close_received()
+    }
+
     /// Open both ways: the keepalive runs (a closing handshake has its own clock).
     fn open(&self) -> bool {
         !self.disconnected && !self.conn.close_sent() && !self.conn.close_received()

@@ -288,6 +288,7 @@ fn a_close_from_the_client_is_answered_and_reported_to_the_app() {
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &4001u16.to_be_bytes()[..]));
     assert!(c.s.done(), "both Closes passed: the connection closes");
+    assert!(!c.s.linger(), "the client said all it had to say");
     eventually("the app told", || seen.lock().unwrap().len() == 1);
     assert_eq!(
         *seen.lock().unwrap(),
@@ -535,6 +536,10 @@ fn an_invalid_frame_closes_with_1002_and_the_app_is_told() {
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &1002u16.to_be_bytes()[..]));
     assert!(c.s.done());
+    assert!(
+        c.s.linger(),
+        "failed mid-stream: the client may be sending still"
+    );
     eventually("the app told", || !seen.lock().unwrap().is_empty());
     assert_eq!(
         *seen.lock().unwrap(),
@@ -550,7 +555,7 @@ fn the_client_leaving_without_a_close_is_1006_to_the_app() {
     let (app, seen) = recording();
     let mut c = Client::open(app);
     c.s.on_eof(Instant::now());
-    assert!(c.s.done());
+    assert!(c.s.done() && !c.s.linger());
     told_1006(&seen);
 }
 
@@ -564,6 +569,10 @@ fn a_message_over_the_limit_is_1009() {
     c.send(&client_frame(true, BINARY, &[0; 11], MASK));
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &1009u16.to_be_bytes()[..]));
+    assert!(
+        c.s.done() && c.s.linger(),
+        "the rest of the message may be coming"
+    );
 }
 
 #[test]
