@@ -171,8 +171,8 @@ impl<S: Session> Session for Guarded<S> {
         self.call("notified", |s| s.on_notify(now));
     }
 
-    fn linger(&self) -> bool {
-        self.ask("closing", false, |s| s.linger())
+    fn linger(&self) -> super::Linger {
+        self.ask("closing", super::Linger::No, |s| s.linger())
     }
 }
 

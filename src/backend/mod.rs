@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use linger::Linger;
 pub use select::{select, Choice, Kind};
 
 /// What a session wants written next.
@@ -84,13 +85,15 @@ pub trait Session {
     /// it). The backend then drives the session as after `on_read`: output,
     /// reads if it wants input again, `done`, the deadline.
     fn on_notify(&mut self, now: Instant);
-    /// Asked once the session is [`Session::done`] and its output written:
-    /// whether the peer may still be sending (a body or messages the session
-    /// will not read), so the connection is closed lingering ([`linger`]):
-    /// half-closed, and read and dropped until the peer's end of input or
-    /// the linger time, instead of closed under bytes that would reset it.
-    fn linger(&self) -> bool {
-        false
+    /// Asked when the backend is about to close the connection (the
+    /// session is [`Session::done`], or idle in a drain) and its output is
+    /// written: whether the peer may still be sending (a body or messages the
+    /// session will not read, or requests pipelined behind its last answer),
+    /// so the connection is closed lingering ([`linger`]): half-closed, and
+    /// read and dropped until the peer's end of input or a quiet spell,
+    /// instead of closed under bytes that would reset it.
+    fn linger(&self) -> Linger {
+        Linger::IfUnread
     }
 }
 
@@ -215,7 +218,7 @@ pub struct CoreContext {
     pub recheck: Option<std::time::Duration>,
     /// How long a finished connection whose peer may still be sending is
     /// read and dropped before it closes (None: closed at once; [`linger`]).
-    pub linger: Option<std::time::Duration>,
+    pub linger: Option<linger::Settings>,
 }
 
 impl CoreContext {

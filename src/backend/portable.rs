@@ -16,7 +16,7 @@
 //!
 //! A finished connection whose peer may still be sending lingers before it
 //! closes ([`linger`]): half-closed, read into the core's buffer and dropped,
-//! until the peer's end of input or the linger time.
+//! until the peer's end of input or a quiet spell.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -29,10 +29,11 @@ use socket2::Socket;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
 use super::guard::Guarded;
+use super::linger::Lingering;
 use super::sendfile::send_file;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
-use super::{admit, linger, Accepted, CoreContext, Output, Service, Session, Wake};
+use super::{admit, Accepted, CoreContext, Output, Service, Session, Wake};
 
 const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -99,8 +100,8 @@ struct Conn<T> {
     queued: bool,
     /// Registered for writable events (since a write first would block).
     write_interest: bool,
-    /// Lingering until then: half-closed, its input dropped ([`linger`]).
-    linger: Option<Instant>,
+    /// Lingering: half-closed, its input dropped ([`super::linger`]).
+    linger: Option<Lingering>,
     armed: Armed,
 }
 
@@ -117,7 +118,7 @@ impl<T: Session> Conn<T> {
     /// until neither can progress. Errors mean the connection is to be closed.
     fn drive(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Driven> {
         if self.linger.is_some() {
-            return self.drop_input(buf);
+            return self.drop_input(buf, now);
         }
         let mut reads = 0;
         loop {
@@ -147,7 +148,7 @@ impl<T: Session> Conn<T> {
 
     /// Lingering: read and drop what the peer sends; its end of input
     /// closes the connection.
-    fn drop_input(&mut self, buf: &mut [u8]) -> io::Result<Driven> {
+    fn drop_input(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Driven> {
         for _ in 0..READS_PER_PASS {
             if !self.readable {
                 return Ok(Driven::Open);
@@ -157,7 +158,11 @@ impl<T: Session> Conn<T> {
                     self.eof = true;
                     return Ok(Driven::Close);
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    if let Some(l) = &mut self.linger {
+                        l.heard(now);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -382,25 +387,30 @@ impl<S: Service> Core<S> {
                     }
                     c.write_interest = true;
                 }
-                let deadline = c.linger.or_else(|| c.session.deadline());
+                let deadline = match &c.linger {
+                    Some(l) => Some(l.deadline()),
+                    None => c.session.deadline(),
+                };
                 self.timers.arm(key.slot() as usize, &mut c.armed, deadline);
             }
         }
     }
 
     /// Connection `key` is done and its output written: close it, or let it
-    /// linger if its peer may still be sending ([`linger`]).
+    /// linger if its peer may still be sending ([`super::linger`]).
     fn finish(&mut self, key: Key) {
         let Some(c) = self.conns.get_mut(key) else {
             return;
         };
-        match self.ctx.linger {
-            Some(time) if c.linger.is_none() && !c.eof && c.session.linger() => {
-                linger::half_close(&c.sock);
-                c.linger = Some(Instant::now() + time);
-                self.drive(key);
-            }
-            _ => self.close(key),
+        if c.linger.is_some() {
+            return self.close(key); // its lingering is over
+        }
+        let asked = c.session.linger();
+        c.linger = Lingering::begin(self.ctx.linger, asked, c.eof, &c.sock, Instant::now());
+        if c.linger.is_some() {
+            self.drive(key);
+        } else {
+            self.close(key);
         }
     }
 
@@ -494,7 +504,7 @@ impl<S: Service> Core<S> {
         };
         c.session.on_shutdown();
         if c.session.idle() {
-            self.close(key);
+            self.finish(key);
         } else {
             self.drive(key);
         }
@@ -538,8 +548,8 @@ impl<S: Service> Core<S> {
             if !c.armed.fired(at) {
                 continue; // stale: superseded, or a closed connection's
             }
-            match c.linger {
-                Some(until) if until <= now => {
+            match &c.linger {
+                Some(l) if l.deadline() <= now => {
                     self.close(key);
                     continue;
                 }

@@ -22,8 +22,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::accept::Batch;
+use super::linger::Settings;
 use super::share::Board;
-use super::{Accepted, Control, CoreContext, Notifier, Output, Peer, Service, Session};
+use super::{Accepted, Control, CoreContext, Linger, Notifier, Output, Peer, Service, Session};
 
 /// A backend's entry point, instantiated for the echo service.
 pub type RunFn = fn(CoreContext, EchoService) -> io::Result<()>;
@@ -87,8 +88,9 @@ impl Journal {
 
 /// Echoes every byte back. Lines are commands too: `quit` ends the session
 /// (after its echo; what follows it is not read), `stop` too, but says its
-/// peer may still be sending (the backend lingers, [`super::linger`]), `panic` panics in `on_read`, `sleep N` blocks the core thread for N ms before echoing
-/// (a view served inline, as on a loop-only core), `file PATH` sends the
+/// peer is still sending ([`Linger::Yes`]), `panic` panics in `on_read`,
+/// `sleep N` blocks the core thread for N ms before echoing (a view served
+/// inline, as on a loop-only core), `file PATH` sends the
 /// file's bytes after the echo as [`Output::File`]. Two answer through the
 /// session's [`Notifier`], from a thread, after N ms: `later N` (answered
 /// `done N`) and `pause N` (no input is read until `resumed` is sent).
@@ -292,8 +294,12 @@ impl Session for EchoSession {
         self.paused = false;
     }
 
-    fn linger(&self) -> bool {
-        self.stop && !self.eof
+    fn linger(&self) -> Linger {
+        match (self.stop, self.eof) {
+            (_, true) => Linger::No,
+            (true, false) => Linger::Yes,
+            (false, false) => Linger::IfUnread,
+        }
     }
 }
 
@@ -313,8 +319,8 @@ pub struct Setup {
     pub timeout: Option<Duration>,
     pub rotate_accepts: bool,
     pub recheck: Option<Duration>,
-    /// How long finished connections linger (see [`super::linger`]).
-    pub linger: Option<Duration>,
+    /// How finished connections linger (see [`super::linger`]).
+    pub linger: Option<Settings>,
 }
 
 impl Default for Setup {
@@ -1007,17 +1013,25 @@ pub fn a_session_not_reading_is_closed_when_its_peer_resets(run: RunFn) {
 
 /// A session done while its peer is still sending (`stop`, then a stream
 /// far larger than both sockets' buffers) lingers: the peer's writes all
-/// succeed, and after its half-close it reads the answer, then a clean end.
-/// The negative arm, closed at once (no linger): the unread input resets
-/// the connection and the peer's writes fail before it ever reads.
+/// succeed, and after its half-close it reads the answers, then a clean
+/// end, and the connection closes then, not at the quiet spell's end. The
+/// session paused first, so on io_uring the hang-up poll armed then is still
+/// armed while it lingers. The negative arm, closed at once (no linger):
+/// the unread input resets the connection and the peer's writes fail.
 pub fn a_finished_session_lingers_while_its_peer_sends(run: RunFn) {
-    for linger in [Some(Duration::from_secs(5)), None] {
+    let settings = Settings {
+        idle: Duration::from_secs(5),
+        most: Duration::from_secs(30),
+    };
+    for linger in [Some(settings), None] {
         let h = Setup {
             linger,
             ..Setup::default()
         }
         .spawn(run);
         let mut a = h.connect();
+        a.write_all(b"pause 50\n").unwrap();
+        echo_read(&mut a, "pause 50\n");
         a.write_all(b"stop\n").unwrap();
         let chunk = vec![b'x'; 64 * 1024];
         let streamed = (0..512).try_for_each(|_| a.write_all(&chunk));
@@ -1032,38 +1046,57 @@ pub fn a_finished_session_lingers_while_its_peer_sends(run: RunFn) {
             panic!("writing 32 MiB after `stop` failed: {e}; the close did not linger");
         }
         a.shutdown(std::net::Shutdown::Write).unwrap();
-        echo_read(&mut a, "stop\n");
+        let ended = Instant::now();
+        echo_read(&mut a, "resumed\nstop\n");
         expect_eof(&mut a);
+        while h.journal().count(|e| matches!(e, Entry::Dropped { .. })) == 0 {
+            assert!(
+                ended.elapsed() < Duration::from_secs(2),
+                "the peer's end of input did not end the linger"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         h.shutdown(Duration::from_secs(1));
     }
 }
 
-/// A lingering connection whose peer never ends its side is closed after the
-/// linger time, and another client is served meanwhile.
-pub fn a_lingering_connection_is_closed_after_the_linger_time(run: RunFn) {
+/// A lingering connection is closed after a quiet spell, which each read
+/// restarts; another client is served meanwhile; and a drain waits for the
+/// lingering connection rather than the drain's grace.
+pub fn a_lingering_connection_is_closed_after_a_quiet_spell(run: RunFn) {
+    let quiet = Duration::from_millis(300);
     let h = Setup {
-        linger: Some(Duration::from_millis(300)),
+        linger: Some(Settings {
+            idle: quiet,
+            most: Duration::from_secs(30),
+        }),
         ..Setup::default()
     }
     .spawn(run);
     let dropped = || h.journal().count(|e| matches!(e, Entry::Dropped { .. }));
     let mut a = h.connect();
-    a.write_all(b"stop\nmore").unwrap();
+    a.write_all(b"stop\n").unwrap();
     echo_read(&mut a, "stop\n");
     expect_eof(&mut a); // the half-close
-    let since = Instant::now();
     let mut b = h.connect();
     echo(&mut b, "meanwhile\n");
-    while dropped() == 0 {
-        assert!(
-            since.elapsed() < Duration::from_secs(3),
-            "the lingering connection was never closed"
-        );
-        a.write_all(b"still sending").unwrap_or(());
-        std::thread::sleep(Duration::from_millis(10));
+    // Sending more often than the quiet spell keeps it lingering.
+    let steady = Instant::now();
+    while steady.elapsed() < quiet * 3 {
+        a.write_all(b"still sending").unwrap();
+        std::thread::sleep(quiet / 6);
     }
-    echo(&mut b, "still served\n");
-    h.shutdown(Duration::from_secs(1));
+    assert_eq!(dropped(), 0, "closed while its peer was still sending");
+    let silent = Instant::now();
+    let took = h.shutdown(Duration::from_secs(20));
+    assert!(
+        silent.elapsed() >= quiet - Duration::from_millis(50),
+        "closed before the quiet spell ended"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the drain waited {took:?}, not the quiet spell"
+    );
 }
 
 /// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
@@ -1126,8 +1159,8 @@ macro_rules! conformance {
             $crate::backend::testing::a_finished_session_lingers_while_its_peer_sends($run)
         }
         #[test]
-        fn a_lingering_connection_is_closed_after_the_linger_time() {
-            $crate::backend::testing::a_lingering_connection_is_closed_after_the_linger_time($run)
+        fn a_lingering_connection_is_closed_after_a_quiet_spell() {
+            $crate::backend::testing::a_lingering_connection_is_closed_after_a_quiet_spell($run)
         }
     };
 }

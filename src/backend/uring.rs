@@ -53,9 +53,9 @@
 //! A connection closes by `shutdown(SHUT_RDWR)`, which ends its in-flight
 //! recv; its slot and fd are freed once no operation of it is in flight, so a
 //! completion never names a reused fd. One whose peer may still be sending
-//! lingers first ([`linger`]): half-closed, with one recv at a time armed
-//! whose bytes go straight back to the pool, until the peer's end of input
-//! or the linger time.
+//! lingers first ([`super::linger`]): half-closed, with one recv at a time
+//! armed whose bytes go straight back to the pool, until the peer's end of
+//! input or a quiet spell.
 
 use std::collections::VecDeque;
 use std::io;
@@ -71,9 +71,10 @@ use socket2::SockRef;
 use super::accept::{self, Door, Step, RETRY_BLOCKED};
 use super::admit;
 use super::guard::Guarded;
+use super::linger::Lingering;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
-use super::{linger, Accepted, CoreContext, Output, Service, Session, Wake};
+use super::{Accepted, CoreContext, Output, Service, Session, Wake};
 
 /// The most one recv (or the admission's eager read) takes.
 const READ_BUF: usize = 16 * 1024;
@@ -145,8 +146,8 @@ struct Conn<T> {
     watch: Watch,
     /// Shut down; the slot is freed once nothing is in flight.
     closing: bool,
-    /// Lingering until then: half-closed, its input dropped ([`linger`]).
-    linger: Option<Instant>,
+    /// Lingering: half-closed, its input dropped ([`super::linger`]).
+    linger: Option<Lingering>,
     /// Its entry in the deadline heap.
     armed: Armed,
 }
@@ -298,6 +299,8 @@ impl<S: Service> Core<S> {
                 if received.is_empty() {
                     conn.eof = true;
                     self.close(key);
+                } else if let Some(l) = &mut conn.linger {
+                    l.heard(now);
                 }
                 self.ring.give_back(received);
             }
@@ -402,9 +405,9 @@ impl<S: Service> Core<S> {
             if !conn.armed.fired(at) {
                 continue; // stale: superseded, or a closed connection's
             }
-            match conn.linger {
+            match &conn.linger {
                 _ if conn.closing => {}
-                Some(until) if until <= now => self.close(key),
+                Some(l) if l.deadline() <= now => self.close(key),
                 Some(_) => {}
                 None if conn.session.deadline().is_some_and(|d| d <= now) => {
                     conn.session.on_deadline(now)
@@ -672,7 +675,7 @@ impl<S: Service> Core<S> {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        if let (false, Some(until)) = (conn.closing, conn.linger) {
+        if let (false, Some(l)) = (conn.closing, &conn.linger) {
             // Lingering: one recv at a time until the end of input or `until`.
             if !conn.reading && !conn.eof {
                 if let Err(e) = self.ring.recv(token(key), conn.fd.as_fd()) {
@@ -682,6 +685,7 @@ impl<S: Service> Core<S> {
                 }
                 conn.reading = true;
             }
+            let until = l.deadline();
             self.timers
                 .arm(key.slot() as usize, &mut conn.armed, Some(until));
         } else if !conn.closing {
@@ -727,17 +731,15 @@ impl<S: Service> Core<S> {
     }
 
     /// Connection `key` is done and its output written: close it, or let it
-    /// linger if its peer may still be sending ([`linger`]).
+    /// linger if its peer may still be sending ([`super::linger`]).
     fn finish(&mut self, key: Key) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        match self.ctx.linger {
-            Some(time) if !conn.eof && conn.session.linger() => {
-                linger::half_close(&conn.fd);
-                conn.linger = Some(Instant::now() + time);
-            }
-            _ => self.close(key),
+        let asked = conn.session.linger();
+        conn.linger = Lingering::begin(self.ctx.linger, asked, conn.eof, &conn.fd, Instant::now());
+        if conn.linger.is_none() {
+            self.close(key);
         }
     }
 

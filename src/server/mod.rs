@@ -311,7 +311,7 @@ fn serve(
     let board = Board::new(n);
     let rotate_accepts = backend::accept::rotate(listener.shared);
     let recheck = backend::accept::recheck(listener.shared);
-    let linger = backend::linger::from_env();
+    let linger = backend::linger::Settings::from_env();
     tracing::info!(
         "listening on {} ({kind} backend, {n} cores)",
         listener.addr.url(secure)

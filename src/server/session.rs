@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::{App, BufferConfig, ResponseEvent, ServerAddr};
-use crate::backend::{Notifier, Output, Peer, Service, Session};
+use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol::Preamble;
 use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
 use crate::metrics::counters::{Cause, Shard};
@@ -647,16 +647,18 @@ impl Session for HttpSession {
         }
     }
 
-    /// A request, body or message we will not read may still be coming;
-    /// not after a timeout or a failed answer (`closed`), which end the
-    /// connection without lingering.
-    fn linger(&self) -> bool {
-        !self.closed
-            && !self.eof
-            && match &self.ws {
-                Some(ws) => ws.linger(),
-                None => self.conn.peer_may_send(),
-            }
+    /// A request, body or message we will not read may still be coming.
+    /// Never after a timeout or a failed answer (`closed`): the client is
+    /// slow or gone, or already knows the answer failed.
+    fn linger(&self) -> Linger {
+        if self.closed {
+            return Linger::No;
+        }
+        match &self.ws {
+            Some(ws) => ws.linger(),
+            None if self.conn.peer_may_send() => Linger::Yes,
+            None => Linger::IfUnread,
+        }
     }
 
     fn on_notify(&mut self, now: Instant) {

@@ -32,7 +32,7 @@ use rustls::ServerConnection;
 use super::info::TlsInfo;
 use super::Secured;
 use crate::backend::sendfile::read_at;
-use crate::backend::{Notifier, Output, Peer, Service, Session};
+use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol;
 
 /// Plaintext taken from the inner session per encryption pass.
@@ -121,6 +121,8 @@ pub struct TlsSession<S> {
     eof_told: bool,
     /// close_notify is queued (the inner session is done).
     closing: bool,
+    /// Plain HTTP came and was answered 400 in plain text.
+    answered_plain: bool,
     /// Since when `outgoing` has waited for the client to take any of it.
     stalled_since: Option<Instant>,
     /// Scratch for plaintext on its way in or out.
@@ -145,6 +147,7 @@ impl<S: Session + Secured> TlsSession<S> {
             eof: false,
             eof_told: false,
             closing: false,
+            answered_plain: false,
             stalled_since: None,
             scratch: Vec::new(),
         }
@@ -337,6 +340,7 @@ impl<S: Session + Secured> Session for TlsSession<S> {
                 Some(&HANDSHAKE_RECORD) => self.phase = Phase::Handshaking,
                 Some(_) => {
                     self.outgoing.extend_from_slice(PLAIN_ON_TLS_PORT);
+                    self.answered_plain = true;
                     self.phase = Phase::Failed;
                     return;
                 }
@@ -471,9 +475,20 @@ impl<S: Session + Secured> Session for TlsSession<S> {
         }
     }
 
-    /// As the inner session says: what it will not read comes encrypted.
-    fn linger(&self) -> bool {
-        self.phase == Phase::Open && !self.eof && self.inner.linger()
+    /// As the inner session says (what it will not read comes encrypted),
+    /// and also when ciphertext it never took waits here (records
+    /// pipelined behind its last answer). A refused plain-HTTP client may be
+    /// sending a body; a failed or timed-out handshake has no answer to lose.
+    fn linger(&self) -> Linger {
+        match self.phase {
+            Phase::Open => match self.inner.linger() {
+                Linger::No => Linger::No,
+                _ if !self.incoming.is_empty() => Linger::Yes,
+                asked => asked,
+            },
+            Phase::Failed if self.answered_plain => Linger::IfUnread,
+            _ => Linger::No,
+        }
     }
 }
 

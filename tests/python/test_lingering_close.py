@@ -7,6 +7,10 @@ same client loses the answer.
 - An upload over ``--max-body-size``: http.client sends the whole body before
   it reads, so without the linger its write fails (a broken pipe or a reset)
   and the 413 is never read.
+- Requests pipelined behind a ``Connection: close`` one, sent in one burst:
+  the first answer is read before the end (positive arm only: on io_uring
+  the burst was all read before the close often enough that the arm with
+  the linger off passed too).
 - A WebSocket message over ``--ws-max-message-size``, sent in fragments by
   the ``websockets`` client: without the linger its next write fails and it
   reports no Close received, rather than our 1009.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import socket
 
 import pytest
 
@@ -26,7 +31,10 @@ TRIES = 5
 
 def judge(linger, attempt, answer):
     """`TRIES` attempts, each ending with a value or an error's name: every
-    one reads `answer` with the linger on, none does with it off."""
+    one reads `answer` with the linger on; with it off, not every one does
+    (a client may still read an answer that came before the reset, so the
+    off arm is judged loosely; the backends' conformance tests hold the
+    strict one)."""
     seen = []
     for _ in range(TRIES):
         try:
@@ -36,7 +44,7 @@ def judge(linger, attempt, answer):
     if linger == "on":
         assert seen == [answer] * TRIES, seen
     else:
-        assert answer not in seen, f"the negative arm read its {answer} anyway: {seen}"
+        assert seen != [answer] * TRIES, f"the negative arm read every {answer}: {seen}"
 
 
 @pytest.mark.parametrize("linger", ["on", "off"])
@@ -57,6 +65,26 @@ def test_an_upload_over_the_limit_reads_its_413(backend, linger):
 
     try:
         judge(linger, upload, 413)
+    finally:
+        stop_cleanly(server)
+
+
+def test_requests_pipelined_behind_a_closing_one_do_not_reset_its_answer(backend):
+    server = start_server(backend, "plain:hello")
+    host, port = server.address
+    burst = (b"GET /first HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+             + b"GET /more HTTP/1.1\r\nHost: x\r\n\r\n" * 20000)
+
+    def pipelined():
+        with socket.create_connection((host, port), timeout=10) as s:
+            s.sendall(burst)
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+            return got.split(b"\r\n", 1)[0].decode()
+
+    try:
+        judge("on", pipelined, "HTTP/1.1 200 OK")
     finally:
         stop_cleanly(server)
 

@@ -298,13 +298,14 @@ impl ServerConn {
     /// The peer may still be sending what this connection will not read:
     /// the rest of a request refused as bad input, a body cut short by a
     /// closing answer, or requests pipelined behind it. Its close should
-    /// linger (RFC 9112 §9.6): a reset could destroy the answer unread.
+    /// linger (RFC 9112 §9.6): a reset could destroy the answer unread. Not
+    /// for a refused PROXY preamble, which is answered with nothing.
     pub fn peer_may_send(&self) -> bool {
         !self.eof
             && !self.upgraded
             && (self.failed
-                || self.buffered() > 0
-                || matches!(self.read, Read::Length(_) | Read::Chunked(_)))
+                || matches!(self.read, Read::Length(_) | Read::Chunked(_))
+                || (self.buffered() > 0 && !matches!(self.read, Read::Preamble)))
     }
 
     /// Graceful shutdown: the current (or next) response says

@@ -974,4 +974,10 @@ fn the_peer_may_still_be_sending_after_a_refusal_or_a_closing_answer() {
     events(&mut c);
     respond(&mut c, 401, "no");
     assert!(c.must_close() && c.peer_may_send());
+    // A refused PROXY preamble is closed with no answer to protect.
+    let mut c = conn();
+    c.expect_preamble();
+    c.recv(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert!(events(&mut c).is_empty());
+    assert!(c.must_close() && !c.peer_may_send());
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::app::{App, Exchange, ResponseEvent, WsMessage};
-use crate::backend::Session;
+use crate::backend::{Linger, Session};
 use crate::http::RequestHead;
 use crate::metrics::counters::Cause;
 use crate::reply::Reply;
@@ -48,6 +48,8 @@ pub(super) struct WsSession {
     close_deadline: Option<Instant>,
     /// When the client was last heard from, and pinged.
     clock: Clock,
+    /// Dropped for an unanswered ping: nothing is coming from the client.
+    pinged_out: bool,
 }
 
 impl WsSession {
@@ -62,11 +64,18 @@ impl WsSession {
         self.conn.must_close()
     }
 
-    /// We failed the connection (a protocol error, a message over the limit,
-    /// an unanswered ping) and the client has not closed: it may be sending
-    /// still, and should read our Close before the connection ends.
-    pub(super) fn linger(&self) -> bool {
-        self.conn.must_close() && !self.conn.close_received()
+    /// We failed the connection (a protocol error, a message over the
+    /// limit) and the client has not closed: it may be sending still, and
+    /// should read our Close before the connection ends. Not after an
+    /// unanswered ping: that client was judged gone.
+    pub(super) fn linger(&self) -> Linger {
+        if self.pinged_out {
+            Linger::No
+        } else if self.conn.must_close() && !self.conn.close_received() {
+            Linger::Yes
+        } else {
+            Linger::IfUnread
+        }
     }
 
     /// Open both ways: the keepalive runs (a closing handshake has its own clock).
@@ -137,6 +146,7 @@ impl HttpSession {
             disconnected: false,
             close_deadline: None,
             clock: Clock::new(Instant::now()),
+            pinged_out: false,
         });
     }
 
@@ -200,6 +210,7 @@ impl HttpSession {
                     ws.conn
                         .fail_with(INTERNAL_ERROR, "keepalive ping timeout", &mut out);
                     ws.disconnect(ABNORMAL, String::new());
+                    ws.pinged_out = true;
                     self.meter_cause(Cause::PingTimeout);
                 }
             }

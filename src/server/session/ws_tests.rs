@@ -10,6 +10,7 @@ use crate::app::exchange::BODY_HIGH_WATER;
 use crate::app::testing::{answer, echo_messages, receive_ws, send, ws_echo, ThreadApp};
 use crate::app::{RequestKind, ResponseEvent, WsMessage};
 use crate::backend::share::Board;
+use crate::backend::Linger;
 use crate::ws::frame::{client_frame, parse_server_frame};
 use crate::ws::Keepalive;
 
@@ -288,7 +289,11 @@ fn a_close_from_the_client_is_answered_and_reported_to_the_app() {
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &4001u16.to_be_bytes()[..]));
     assert!(c.s.done(), "both Closes passed: the connection closes");
-    assert!(!c.s.linger(), "the client said all it had to say");
+    assert_eq!(
+        c.s.linger(),
+        Linger::IfUnread,
+        "the client said all it had to say"
+    );
     eventually("the app told", || seen.lock().unwrap().len() == 1);
     assert_eq!(
         *seen.lock().unwrap(),
@@ -403,6 +408,7 @@ fn a_quiet_client_is_pinged_and_dropped_as_1006_when_nothing_comes_back() {
         [&1011u16.to_be_bytes()[..], b"keepalive ping timeout"].concat()
     );
     assert!(c.s.done(), "an unanswered ping drops the connection");
+    assert_eq!(c.s.linger(), Linger::No, "judged gone: nothing to wait for");
     told_1006(&seen);
 }
 
@@ -536,9 +542,10 @@ fn an_invalid_frame_closes_with_1002_and_the_app_is_told() {
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &1002u16.to_be_bytes()[..]));
     assert!(c.s.done());
-    assert!(
+    assert_eq!(
         c.s.linger(),
-        "failed mid-stream: the client may be sending still"
+        Linger::Yes,
+        "failed mid-stream: it may be sending"
     );
     eventually("the app told", || !seen.lock().unwrap().is_empty());
     assert_eq!(
@@ -555,7 +562,7 @@ fn the_client_leaving_without_a_close_is_1006_to_the_app() {
     let (app, seen) = recording();
     let mut c = Client::open(app);
     c.s.on_eof(Instant::now());
-    assert!(c.s.done() && !c.s.linger());
+    assert!(c.s.done());
     told_1006(&seen);
 }
 
@@ -569,9 +576,11 @@ fn a_message_over_the_limit_is_1009() {
     c.send(&client_frame(true, BINARY, &[0; 11], MASK));
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &1009u16.to_be_bytes()[..]));
-    assert!(
-        c.s.done() && c.s.linger(),
-        "the rest of the message may be coming"
+    assert!(c.s.done());
+    assert_eq!(
+        c.s.linger(),
+        Linger::Yes,
+        "the rest of the message may come"
     );
 }
 
