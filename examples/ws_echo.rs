@@ -48,6 +48,7 @@ fn main() {
         ws_max_message: 16 << 20,
         server_header: true,
         ws_keepalive: None,
+        ws_deflate: true,
         body_buffer: None,
         body_read_timeout: Duration::from_secs(30),
         send_timeout: Duration::from_secs(30),

@@ -11,7 +11,8 @@ use crate::split::Split;
 ///
 /// Decoding arbitrary bytes (see [`crate::split`] for the layout): a
 /// [`WsConn`] answering as an echo app gives the same events, output and
-/// must-close whole, split where the fuzzer chose and byte by byte; the
+/// must-close whole, split where the fuzzer chose and byte by byte, with
+/// permessage-deflate off and on (RSV1 frames inflated, ours compressed); the
 /// client-frame header parser reports on every prefix of a header what it
 /// reports on the whole (nothing yet, or the same error: it fails fast); and
 /// masking in pieces at their offsets is masking the whole.
@@ -23,9 +24,11 @@ use crate::split::Split;
 pub fn ws_frames(data: &[u8]) {
     let split = Split::new(data);
     let [whole, pieces, bytes] = split.feeds();
-    let expected = run(&whole);
-    assert_eq!(run(&pieces), expected, "split");
-    assert_eq!(run(&bytes), expected, "fed byte by byte");
+    for deflate in [false, true] {
+        let expected = run(&whole, deflate);
+        assert_eq!(run(&pieces, deflate), expected, "split");
+        assert_eq!(run(&bytes, deflate), expected, "fed byte by byte");
+    }
 
     let payload = split.payload;
     fails_fast(payload);
@@ -47,8 +50,11 @@ pub fn ws_frames(data: &[u8]) {
 }
 
 /// The events, output and must-close of a connection fed `pieces`.
-fn run(pieces: &[&[u8]]) -> (Vec<WsEvent>, Vec<u8>, bool) {
+fn run(pieces: &[&[u8]], deflate: bool) -> (Vec<WsEvent>, Vec<u8>, bool) {
     let mut ws = WsConn::new(MAX_MESSAGE);
+    if deflate {
+        ws = ws.with_deflate();
+    }
     let (mut events, mut out) = (Vec::new(), Vec::new());
     for piece in pieces {
         ws.recv(piece);

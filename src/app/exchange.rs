@@ -77,6 +77,19 @@ pub enum ResponseEvent {
     },
 }
 
+impl ResponseEvent {
+    /// The answer bytes it carries, as the app's sends are held to them
+    /// (`RESPONSE_HIGH_WATER`): a body or message payload, a file's length.
+    pub fn counted(&self) -> usize {
+        match self {
+            ResponseEvent::Body(data) | ResponseEvent::WsBinary(data) => data.len(),
+            ResponseEvent::WsText(text) => text.len(),
+            ResponseEvent::File { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
+            _ => 0,
+        }
+    }
+}
+
 /// A WebSocket message from the client, or the end of the connection.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WsMessage {
@@ -431,12 +444,7 @@ impl Exchange {
         if s.gone {
             return Err(Gone);
         }
-        let size = match &event {
-            ResponseEvent::Body(data) | ResponseEvent::WsBinary(data) => data.len(),
-            ResponseEvent::WsText(text) => text.len(),
-            ResponseEvent::File { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
-            _ => 0,
-        };
+        let size = event.counted();
         // Only what carries bytes waits: a head or the end is never refused.
         if !self.inline && size > 0 && s.unwritten >= RESPONSE_HIGH_WATER {
             s.armed = true;

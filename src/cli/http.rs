@@ -72,6 +72,17 @@ pub(super) struct HttpArgs {
     #[arg(long, env = "M0SERVE_WS_MAX_MESSAGE_SIZE", value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     ws_max_message_size: u64,
 
+    /// Negotiate permessage-deflate (RFC 7692) with WebSocket clients that
+    /// offer it (--no-ws-per-message-deflate: never) [default: on].
+    #[arg(long, env = "M0SERVE_WS_PER_MESSAGE_DEFLATE", value_parser = FalseyValueParser::new(),
+          action = ArgAction::Set, num_args = 0..=1, default_value = "true",
+          default_missing_value = "true", overrides_with = "no_ws_per_message_deflate")]
+    ws_per_message_deflate: bool,
+
+    /// Never compress WebSocket messages (see --ws-per-message-deflate).
+    #[arg(long, overrides_with = "ws_per_message_deflate")]
+    no_ws_per_message_deflate: bool,
+
     /// Seconds a WebSocket may be quiet before the server pings it; 0: no pings.
     #[arg(long, env = "M0SERVE_WS_PING_INTERVAL", value_name = "SECONDS", default_value = "20", value_parser = parse_seconds)]
     ws_ping_interval: Duration,
@@ -114,6 +125,11 @@ impl HttpArgs {
     /// Whether WebSocket upgrades are served (`--no-ws` wins when last).
     pub(super) fn ws(&self) -> bool {
         self.ws && !self.no_ws
+    }
+
+    /// Whether permessage-deflate is negotiated (`--no-ws-per-message-deflate` wins when last).
+    pub(super) fn ws_deflate(&self) -> bool {
+        self.ws_per_message_deflate && !self.no_ws_per_message_deflate
     }
 
     pub(super) fn ws_max_message(&self) -> usize {

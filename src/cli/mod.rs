@@ -226,6 +226,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         ws_max_message: http.ws_max_message(),
         server_header: http.server_header(),
         ws_keepalive: http.ws_keepalive(),
+        ws_deflate: http.ws_deflate(),
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,

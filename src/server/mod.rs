@@ -86,6 +86,8 @@ pub struct Options {
     pub server_header: bool,
     /// Pings for quiet WebSockets, and how long an answer may take (None: none).
     pub ws_keepalive: Option<crate::ws::Keepalive>,
+    /// Negotiate permessage-deflate with clients that offer it.
+    pub ws_deflate: bool,
     /// Buffer the bodies of apps whose reads block (WSGI) before calling
     /// them: memory, then a file (None: `--request-buffering off`).
     pub body_buffer: Option<crate::app::BufferConfig>,
@@ -172,6 +174,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         ws_max_message: options.ws_max_message,
         server_header: options.server_header,
         ws_keepalive: options.ws_keepalive,
+        ws_deflate: options.ws_deflate,
         body_buffer: options.body_buffer.map(Arc::new),
         body_read_timeout: options.body_read_timeout,
         send_timeout: options.send_timeout,

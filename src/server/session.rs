@@ -79,6 +79,8 @@ pub struct Shared {
     pub server_header: bool,
     /// Pings for quiet WebSockets, and how long an answer may take (None: none).
     pub ws_keepalive: Option<crate::ws::Keepalive>,
+    /// Negotiate permessage-deflate with clients that offer it.
+    pub ws_deflate: bool,
     /// How the bodies of apps with blocking reads are buffered before the
     /// call (None: `--request-buffering off`, streamed).
     pub body_buffer: Option<Arc<BufferConfig>>,

@@ -23,10 +23,18 @@
 //! Buffers: received bytes live in one buffer reused for the connection's
 //! life; a message's payload is the only allocation (sized from the frame
 //! header), and it is handed to the caller in the event.
+//!
+//! With permessage-deflate negotiated ([`WsConn::with_deflate`]), a message
+//! whose first frame has RSV1 set is compressed: its payload is gathered
+//! whole (within the size limit), then inflated (at most the limit: 1009
+//! beyond, 1007 for what is not deflate) and its text checked; RSV1 on a
+//! continuation or control frame is a protocol error (§6.1). Our own
+//! messages are compressed from [`deflate::MIN_COMPRESSED`] bytes up.
 
 use super::close::{
     self, ProtocolError, INVALID_PAYLOAD, MESSAGE_TOO_BIG, NORMAL, NO_STATUS, PROTOCOL_ERROR,
 };
+use super::deflate::{self, InflateError};
 use super::frame::{self, apply_mask, FrameHeader, OpCode, MAX_CONTROL_PAYLOAD};
 use super::utf8::Utf8Check;
 use crate::http::conn::append_unread;
@@ -69,6 +77,10 @@ pub struct WsConn {
     frame: Option<Frame>,
     /// The open message is text (`Some(true)`) or binary; `None` between messages.
     message: Option<bool>,
+    /// permessage-deflate was negotiated.
+    deflate: bool,
+    /// The open message is compressed (RSV1 on its first frame).
+    compressed: bool,
     /// The open message's payload so far.
     payload: Vec<u8>,
     utf8: Utf8Check,
@@ -87,12 +99,20 @@ impl WsConn {
             pos: 0,
             frame: None,
             message: None,
+            deflate: false,
+            compressed: false,
             payload: Vec::new(),
             utf8: Utf8Check::default(),
             close_sent: false,
             close_received: None,
             failed: false,
         }
+    }
+
+    /// permessage-deflate was negotiated in the handshake ([`deflate::negotiate`]).
+    pub fn with_deflate(mut self) -> Self {
+        self.deflate = true;
+        self
     }
 
     /// Bytes read from the peer (the first ones may be what the HTTP
@@ -130,6 +150,7 @@ impl WsConn {
                 opcode,
                 mask,
                 len,
+                ..
             } = frame.header;
             if opcode.is_control() {
                 // At most 125 bytes: wait for the whole payload, then unmask in place.
@@ -171,8 +192,11 @@ impl WsConn {
                 return Some(self.finish_message());
             }
             // Not the end of the message: check the text so far (the end is
-            // checked whole by `finish_message`).
-            if self.message == Some(true) && self.utf8.feed(&self.payload).is_err() {
+            // checked whole by `finish_message`; a compressed one only then).
+            if self.message == Some(true)
+                && !self.compressed
+                && self.utf8.feed(&self.payload).is_err()
+            {
                 return Some(self.fail(ProtocolError::new(INVALID_PAYLOAD, "invalid UTF-8")));
             }
         }
@@ -180,6 +204,11 @@ impl WsConn {
 
     /// Applies the message rules to a frame whose header was just read.
     fn start_frame(&mut self, header: &FrameHeader) -> Result<(), ProtocolError> {
+        // RSV1 marks a compressed message on its first frame only (RFC 7692 §6.1).
+        let first = !matches!(header.opcode, OpCode::Continuation) && !header.opcode.is_control();
+        if header.rsv1 && !(self.deflate && first) {
+            return Err(frame::FrameError::ReservedBits.into());
+        }
         if header.opcode.is_control() || self.close_sent {
             return Ok(());
         }
@@ -197,7 +226,10 @@ impl WsConn {
                     "new message inside a fragmented one",
                 ))
             }
-            (opcode, None) => self.message = Some(opcode == OpCode::Text),
+            (opcode, None) => {
+                self.message = Some(opcode == OpCode::Text);
+                self.compressed = header.rsv1;
+            }
         }
         let total = (self.payload.len() as u64).saturating_add(header.len);
         if total > self.max_message as u64 {
@@ -231,7 +263,21 @@ impl WsConn {
     fn finish_message(&mut self) -> WsEvent {
         let text = self.message.take() == Some(true);
         self.utf8.reset();
-        let payload = std::mem::take(&mut self.payload);
+        let mut payload = std::mem::take(&mut self.payload);
+        if std::mem::take(&mut self.compressed) {
+            payload = match deflate::inflate(&payload, self.max_message) {
+                Ok(inflated) => inflated,
+                Err(InflateError::TooBig) => {
+                    return self.fail(ProtocolError::new(MESSAGE_TOO_BIG, "message too big"))
+                }
+                Err(InflateError::Corrupt) => {
+                    return self.fail(ProtocolError::new(
+                        INVALID_PAYLOAD,
+                        "invalid compressed data",
+                    ))
+                }
+            };
+        }
         if !text {
             return WsEvent::Binary(payload);
         }
@@ -267,7 +313,13 @@ impl WsConn {
     }
 
     fn write_data(&mut self, opcode: OpCode, payload: &[u8], out: &mut Vec<u8>) {
-        if !self.close_sent {
+        if self.close_sent {
+            return;
+        }
+        let data = matches!(opcode, OpCode::Text | OpCode::Binary);
+        if self.deflate && data && payload.len() >= deflate::MIN_COMPRESSED {
+            frame::write_compressed_frame(out, opcode, payload);
+        } else {
             frame::write_frame(out, opcode, payload);
         }
     }
@@ -791,5 +843,99 @@ mod tests {
         c.recv(&frame(true, BINARY, &[1; 5000])[..20]);
         assert!(events(&mut c).is_empty());
         assert!(c.payload.capacity() >= 5000);
+    }
+
+    /// `payload` deflated as a client would send it (no context takeover).
+    fn packed(payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        deflate::deflate(payload, &mut out);
+        out
+    }
+
+    const RSV1: u8 = 0x40;
+
+    #[test]
+    fn a_compressed_message_is_inflated_whole_or_fragmented() {
+        let said = "caf\u{e9} au lait ".repeat(1000);
+        let z = packed(said.as_bytes());
+        let mut c = conn().with_deflate();
+        c.recv(&frame(true, RSV1 | TEXT, &z));
+        assert_eq!(events(&mut c), [text(&said)]);
+        // Fragmented: RSV1 on the first frame only, the UTF-8 checked once inflated
+        // (the compressed bytes are not text).
+        let (a, b) = z.split_at(z.len() / 2);
+        c.recv(&frame(false, RSV1 | TEXT, a));
+        c.recv(&frame(true, CONT, b));
+        assert_eq!(events(&mut c), [text(&said)]);
+        // Uncompressed messages still pass on a deflate connection.
+        c.recv(&frame(true, BINARY, b"plain"));
+        assert_eq!(events(&mut c), [WsEvent::Binary(b"plain".to_vec())]);
+    }
+
+    #[test]
+    fn rsv1_where_deflate_does_not_allow_it_is_1002() {
+        let z = packed(b"hello");
+        // Not negotiated.
+        assert_eq!(
+            error_code(&feed(&frame(true, RSV1 | TEXT, &z))),
+            Some(PROTOCOL_ERROR)
+        );
+        let on = |bytes: &[u8]| {
+            let mut c = conn().with_deflate();
+            c.recv(bytes);
+            events(&mut c)
+        };
+        // On a continuation, and on a control frame.
+        let cont = [frame(false, RSV1 | TEXT, &z), frame(true, RSV1 | CONT, b"")].concat();
+        assert_eq!(error_code(&on(&cont)), Some(PROTOCOL_ERROR));
+        assert_eq!(
+            error_code(&on(&frame(true, RSV1 | PING, b""))),
+            Some(PROTOCOL_ERROR)
+        );
+    }
+
+    #[test]
+    fn a_compressed_message_is_held_to_the_limit_once_inflated() {
+        let big = vec![b'a'; 2000];
+        let z = packed(&big);
+        assert!(z.len() < 100);
+        let mut c = WsConn::new(1999).with_deflate();
+        c.recv(&frame(true, RSV1 | BINARY, &z));
+        assert_eq!(error_code(&events(&mut c)), Some(MESSAGE_TOO_BIG));
+        let mut c = WsConn::new(2000).with_deflate();
+        c.recv(&frame(true, RSV1 | BINARY, &z));
+        assert_eq!(events(&mut c), [WsEvent::Binary(big)]);
+    }
+
+    #[test]
+    fn bad_compressed_data_or_text_is_1007() {
+        let mut c = conn().with_deflate();
+        c.recv(&frame(true, RSV1 | BINARY, &[0xff, 0xff, 0xff]));
+        assert_eq!(error_code(&events(&mut c)), Some(INVALID_PAYLOAD));
+        let mut c = conn().with_deflate();
+        c.recv(&frame(true, RSV1 | TEXT, &packed(&[0xc3, 0x28])));
+        assert_eq!(error_code(&events(&mut c)), Some(INVALID_PAYLOAD));
+    }
+
+    #[test]
+    fn our_messages_are_compressed_from_the_threshold_up() {
+        let mut c = conn().with_deflate();
+        let long = "x".repeat(deflate::MIN_COMPRESSED);
+        let mut out = Vec::new();
+        c.write_text(&long, &mut out);
+        assert_eq!(out[0], 0x80 | RSV1 | TEXT, "FIN, RSV1, text");
+        let (_, _, payload, _) = frame::parse_server_frame(&out).unwrap();
+        assert_eq!(
+            deflate::inflate(&payload, 1 << 20).unwrap(),
+            long.as_bytes()
+        );
+        // Short ones, control frames, and any on a connection without deflate: plain.
+        let mut out = Vec::new();
+        c.write_text("hi", &mut out);
+        c.write_ping(&[1; 125], &mut out);
+        assert_eq!((out[0], out[4]), (0x80 | TEXT, 0x80 | PING));
+        let mut out = Vec::new();
+        conn().write_text(&long, &mut out);
+        assert_eq!(out[0], 0x80 | TEXT);
     }
 }

@@ -2,13 +2,15 @@
 //! written for what the server sends, and payload masking (§5.3).
 //!
 //! A server sees only client frames, so parsing enforces the client's rules:
-//! every frame masked (§5.1), no RSV bit without a negotiated extension (none
-//! is offered), a known opcode, control frames final and at most 125 bytes
+//! every frame masked (§5.1), no RSV2 or RSV3 (no extension we negotiate
+//! gives them a meaning; RSV1 is reported, for the connection to judge by
+//! permessage-deflate's rules), a known opcode, control frames final and at most 125 bytes
 //! (§5.5), and a 64-bit length with its top bit clear. Lengths in a longer
 //! form than needed are accepted: the RFC says "minimal number of bytes MUST
 //! be used" but receivers gain nothing by refusing them. Each violation is a
 //! [`FrameError`], answered with close code 1002. Server frames are never
-//! masked (§5.1), and always final here: messages go out in one frame.
+//! masked (§5.1), and always final here: messages go out in one frame
+//! (RSV1 set on one that is compressed, [`write_compressed_frame`]).
 
 use super::close::{ProtocolError, PROTOCOL_ERROR};
 
@@ -67,12 +69,15 @@ pub struct FrameHeader {
     pub mask: [u8; 4],
     /// The payload's length (below 2^63).
     pub len: u64,
+    /// RSV1: with permessage-deflate, the first frame of a compressed message.
+    pub rsv1: bool,
 }
 
 /// A client frame that breaks the framing rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameError {
-    /// RSV1, RSV2 or RSV3 set: no extension was negotiated.
+    /// RSV2 or RSV3 set (no extension gives them a meaning), or RSV1 where
+    /// permessage-deflate was not negotiated or does not allow it.
     ReservedBits,
     /// One of the reserved opcodes (3-7, B-F).
     UnknownOpcode(u8),
@@ -112,7 +117,7 @@ pub fn parse_client_header(buf: &[u8]) -> Result<Option<(FrameHeader, usize)>, F
     let [b0, b1, ref rest @ ..] = *buf else {
         return Ok(None);
     };
-    if b0 & 0x70 != 0 {
+    if b0 & 0x30 != 0 {
         return Err(FrameError::ReservedBits);
     }
     let opcode = OpCode::from_bits(b0 & 0x0F).ok_or(FrameError::UnknownOpcode(b0 & 0x0F))?;
@@ -155,6 +160,7 @@ pub fn parse_client_header(buf: &[u8]) -> Result<Option<(FrameHeader, usize)>, F
         opcode,
         mask: [m0, m1, m2, m3],
         len,
+        rsv1: b0 & 0x40 != 0,
     };
     Ok(Some((header, buf.len() - payload.len())))
 }
@@ -203,6 +209,16 @@ pub fn write_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
     out.reserve(10 + payload.len());
     write_header(out, true, opcode, payload.len());
     out.extend_from_slice(payload);
+}
+
+/// Appends a whole, final, unmasked data frame whose payload is `payload`
+/// deflated (permessage-deflate, RSV1 set).
+pub fn write_compressed_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    let mut packed = Vec::new();
+    super::deflate::deflate(payload, &mut packed);
+    out.reserve(10 + packed.len());
+    put_header(out, 0x80 | 0x40 | opcode.bits(), 0, packed.len());
+    out.extend_from_slice(&packed);
 }
 
 /// The client side, for test peers and load clients (`examples/ws_bench.rs`):
@@ -297,7 +313,8 @@ mod tests {
                 fin: true,
                 opcode: OpCode::Text,
                 mask: MASK,
-                len: 5
+                len: 5,
+                rsv1: false,
             }
         );
         assert_eq!(n, 6);
@@ -373,9 +390,12 @@ mod tests {
 
     #[test]
     fn reserved_bits_are_refused() {
-        for rsv in [0x40, 0x20, 0x10, 0x70] {
+        for rsv in [0x20, 0x10, 0x70] {
             assert_eq!(parse(&[0x81 | rsv, 0x80]), Err(FrameError::ReservedBits));
         }
+        // RSV1 is the connection's to judge (permessage-deflate).
+        let (h, _) = parse(&[0xc1, 0x80, 0, 0, 0, 0]).unwrap().unwrap();
+        assert!(h.rsv1);
     }
 
     #[test]

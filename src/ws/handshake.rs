@@ -13,6 +13,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
+use super::deflate;
 use crate::http::head::list_items;
 use crate::http::{RequestHead, Version};
 
@@ -60,9 +61,22 @@ pub struct Upgrade {
     accept: [u8; 28],
     /// The subprotocols the client offered, in its order of preference.
     pub subprotocols: Vec<String>,
+    /// The permessage-deflate offer accepted, if any.
+    deflate: Option<deflate::Agreement>,
 }
 
 impl Upgrade {
+    /// Whether permessage-deflate is agreed (the connection must then be
+    /// made [`crate::ws::WsConn::with_deflate`]).
+    pub fn deflate(&self) -> bool {
+        self.deflate.is_some()
+    }
+
+    /// Leave permessage-deflate out (the server has it off).
+    pub fn refuse_deflate(&mut self) {
+        self.deflate = None;
+    }
+
     /// The `Sec-WebSocket-Accept` value.
     pub fn accept(&self) -> &[u8] {
         &self.accept
@@ -82,6 +96,9 @@ impl Upgrade {
         ];
         if let Some(p) = subprotocol {
             headers.push(("Sec-WebSocket-Protocol", p.as_bytes()));
+        }
+        if let Some(agreed) = &self.deflate {
+            headers.push(("Sec-WebSocket-Extensions", agreed.response()));
         }
         headers
     }
@@ -132,6 +149,7 @@ pub fn validate(head: &RequestHead) -> Result<Upgrade, HandshakeError> {
     Ok(Upgrade {
         accept: accept_key(key),
         subprotocols,
+        deflate: deflate::negotiate(values(head, "sec-websocket-extensions")),
     })
 }
 

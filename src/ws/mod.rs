@@ -13,11 +13,12 @@
 //! frame headers and masking ([`frame`]), close codes and Close bodies
 //! ([`close`]), incremental UTF-8 checking of text ([`utf8`]), and the
 //! connection's state machine: messages, fragments and the closing
-//! handshake ([`conn`]), and the keepalive pings' clock ([`keepalive`]). No
-//! extension (permessage-deflate) is negotiated.
+//! handshake ([`conn`]), the keepalive pings' clock ([`keepalive`]), and
+//! permessage-deflate, the one extension negotiated ([`deflate`]).
 
 pub mod close;
 pub mod conn;
+pub mod deflate;
 pub mod frame;
 pub mod handshake;
 pub mod keepalive;

@@ -258,13 +258,13 @@ def raw_get(server: Server, target: str, extra: str = "") -> Tuple[socket.socket
     return sock, RawResponse(sock).read_head()
 
 
-def silent_websocket(address, path: str) -> socket.socket:
-    """A WebSocket client that completes the handshake, then neither reads
-    nor writes: a peer gone without a FIN, as far as the server can tell."""
+def websocket_handshake(address, path: str, extra: str = "") -> Tuple[socket.socket, str]:
+    """A raw WebSocket client's opening handshake (`extra`: more header
+    lines, each ending in CRLF): the socket, and the 101's head."""
     sock = socket.create_connection(address, timeout=10)
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n".encode()
     )
     head = b""
     while b"\r\n\r\n" not in head:
@@ -272,4 +272,10 @@ def silent_websocket(address, path: str) -> socket.socket:
         assert chunk, "closed during the handshake"
         head += chunk
     assert head.startswith(b"HTTP/1.1 101 "), head
-    return sock
+    return sock, head.decode()
+
+
+def silent_websocket(address, path: str) -> socket.socket:
+    """A WebSocket client that completes the handshake, then neither reads
+    nor writes: a peer gone without a FIN, as far as the server can tell."""
+    return websocket_handshake(address, path)[0]

@@ -150,9 +150,11 @@ def test_a_slow_client_makes_send_wait(raw_server, tmp_path):
     mib = 64
     sock = socket.create_connection(raw_server.address, timeout=20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
-    # max_queue=1: the client stops reading with one message waiting.
+    # max_queue=1: the client stops reading with one message waiting. No
+    # compression: the flood is all one byte, 1 MiB of which is 1 KiB on the
+    # wire compressed, which a slow reader takes (test_ws_deflate.py).
     with connect(ws_url(raw_server, f"/ws/flood?mib={mib}&record={record}"), sock=sock,
-                 max_size=None, max_queue=1, open_timeout=10) as ws:
+                 max_size=None, max_queue=1, open_timeout=10, compression=None) as ws:
         time.sleep(1.0)
         sent = recorded(record)
         assert sent < 16, f"send() did not wait for the client: {sent} MiB accepted"

@@ -67,8 +67,11 @@ enum Step {
     More,
     /// The answer ended (or failed): the call is over.
     Over,
-    /// The app accepted its WebSocket: the `101` is written.
-    Upgraded,
+    /// The app accepted its WebSocket: the `101` is written (agreeing to
+    /// permessage-deflate, or not).
+    Upgraded {
+        deflate: bool,
+    },
 }
 
 impl AppCall {
@@ -254,10 +257,10 @@ impl HttpSession {
                     call.exchange.close();
                     return;
                 }
-                Step::Upgraded => {
+                Step::Upgraded { deflate } => {
                     // What followed the accept is the WebSocket's already.
                     let rest = taken.collect();
-                    self.start_ws(call.exchange);
+                    self.start_ws(call.exchange, deflate);
                     return self.ws_events(rest, out);
                 }
             }
@@ -281,7 +284,9 @@ impl HttpSession {
                 self.conn.finish_response(out);
                 call.status = Some(101);
                 self.log_app(call, out);
-                return Step::Upgraded;
+                return Step::Upgraded {
+                    deflate: upgrade.deflate(),
+                };
             }
             ResponseEvent::WsClose { .. } if call.status.is_none() && call.upgrade.is_some() => {
                 // Closed before accepting: the handshake is denied.

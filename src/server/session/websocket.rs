@@ -121,7 +121,14 @@ impl HttpSession {
         if !handshake::is_websocket_request(head) {
             return Ok(None);
         }
-        handshake::validate(head).map(Some).map_err(|err| {
+        let deflate = self.shared.ws_deflate;
+        let validated = handshake::validate(head).map(|mut upgrade| {
+            if !deflate {
+                upgrade.refuse_deflate();
+            }
+            Some(upgrade)
+        });
+        validated.map_err(|err| {
             let mut reply = Reply::text(err.status(), err.reason());
             for (name, value) in err.headers() {
                 let value = String::from_utf8_lossy(value).into_owned();
@@ -133,8 +140,12 @@ impl HttpSession {
 
     /// The `101` was written: from now on the connection speaks WebSocket.
     /// What the HTTP parser had buffered past the request is the first input.
-    pub(super) fn start_ws(&mut self, exchange: Arc<Exchange>) {
+    /// `deflate`: permessage-deflate was agreed in the `101`.
+    pub(super) fn start_ws(&mut self, exchange: Arc<Exchange>, deflate: bool) {
         let mut conn = WsConn::new(self.shared.ws_max_message);
+        if deflate {
+            conn = conn.with_deflate();
+        }
         conn.recv(&self.conn.take_buffered());
         self.head_started = None;
         if let Some(meter) = &mut self.meter {
@@ -291,6 +302,7 @@ impl HttpSession {
             {
                 meter.ws_message(false);
             }
+            let (before, size) = (out.len(), event.counted());
             match event {
                 ResponseEvent::WsText(text) => ws.conn.write_text(&text, out),
                 ResponseEvent::WsBinary(data) => ws.conn.write_binary(&data, out),
@@ -302,6 +314,13 @@ impl HttpSession {
                     tracing::warn!(?event, "the application sent HTTP on an accepted WebSocket");
                     ws.conn.write_close(INTERNAL_ERROR, "", out);
                 }
+            }
+            // The app's sends are held to its payload bytes still unwritten,
+            // credited as the wire takes the frame: a compressed frame is
+            // smaller, so what compression saved is credited now.
+            let framed = out.len() - before;
+            if framed < size {
+                ws.exchange.written(size - framed);
             }
         }
     }

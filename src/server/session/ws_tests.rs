@@ -75,6 +75,7 @@ impl Client {
             ws_max_message: max,
             server_header: true,
             ws_keepalive: keepalive,
+            ws_deflate: true,
             body_buffer: None,
             body_read_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
