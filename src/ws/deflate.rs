@@ -19,7 +19,11 @@
 //! output passes the limit, not after).
 //!
 //! Compression runs on the core thread that frames the message, at zlib's
-//! fastest level: a 1 MiB text message costs a few milliseconds there.
+//! fastest level. Measured (release, this 2-CPU VM): a 200-byte JSON message
+//! costs about 4.5 µs to deflate and 2.5 µs to inflate, nearly all of it the
+//! fixed cost of starting afresh (clearing the dictionary); 64 KiB about
+//! 14 µs. A message's history is cleared with a full flush at its end rather
+//! than a reset (7.5 µs), which also clears the output and hash buffers.
 
 use std::cell::RefCell;
 
@@ -185,6 +189,9 @@ pub enum InflateError {
 /// sees a compressed WebSocket pays nothing).
 struct Codec {
     compress: Compress,
+    /// The compressor ended its last message with a full flush: it holds no
+    /// history (false only if a message was cut short by a panic).
+    compress_clean: bool,
     decompress: Decompress,
 }
 
@@ -198,6 +205,7 @@ fn with_codec<R>(f: impl FnOnce(&mut Codec) -> R) -> R {
         f(codec.get_or_insert_with(|| Codec {
             // Raw deflate (no zlib header), as §7.2.1 sends it.
             compress: Compress::new(Compression::fast(), false),
+            compress_clean: true,
             decompress: Decompress::new(false),
         }))
     })
@@ -208,15 +216,19 @@ fn with_codec<R>(f: impl FnOnce(&mut Codec) -> R) -> R {
 pub fn inflate(compressed: &[u8], max: usize) -> Result<Vec<u8>, InflateError> {
     with_codec(|codec| {
         let d = &mut codec.decompress;
+        // Also what keeps connections apart: the window is zeroed, so a
+        // back-reference past this message's start (which the streaming
+        // inflater does not refuse) reads zeros, never the message another
+        // connection had inflated on this thread before.
         d.reset(false);
         let limit = max.saturating_add(1);
         let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).max(64).min(limit));
-        for (input, ours) in [(compressed, false), (&TAIL[..], true)] {
+        for input in [compressed, &TAIL[..]] {
             let mut pos = 0;
             loop {
                 if out.len() == out.capacity() {
                     // Room for one byte past the limit, to see it passed.
-                    let room = out.len().clamp(4096, 1 << 20).min(limit - out.len());
+                    let room = out.len().max(4096).min(limit - out.len());
                     out.reserve_exact(room);
                 }
                 let (before_in, before_out) = (d.total_in(), d.total_out());
@@ -228,13 +240,10 @@ pub fn inflate(compressed: &[u8], max: usize) -> Result<Vec<u8>, InflateError> {
                     return Err(InflateError::TooBig);
                 }
                 if status == Status::StreamEnd {
-                    // A final block may end a message (§7.2.3.5): our tail is
-                    // then not read, but the sender's bytes after it are junk.
-                    return if ours || pos == input.len() {
-                        Ok(out)
-                    } else {
-                        Err(InflateError::Corrupt)
-                    };
+                    // A final block may end a message (§7.2.3.4), with a byte
+                    // after it in the RFC's own example: what follows is
+                    // ignored, as zlib-based receivers leave it unused.
+                    return Ok(out);
                 }
                 let room_left = out.len() < out.capacity();
                 if room_left && pos == input.len() {
@@ -250,12 +259,16 @@ pub fn inflate(compressed: &[u8], max: usize) -> Result<Vec<u8>, InflateError> {
     })
 }
 
-/// Appends `payload` deflated as one message (§7.2.1: a sync flush, its
-/// empty stored block's four bytes removed).
+/// Appends `payload` deflated as one message (§7.2.1: a flush, its empty
+/// stored block's four bytes removed). A full flush rather than a sync one:
+/// it also forgets the message, so the next one (another connection's,
+/// perhaps) never refers back to it, as no context takeover requires.
 pub fn deflate(payload: &[u8], out: &mut Vec<u8>) {
     with_codec(|codec| {
+        if !std::mem::replace(&mut codec.compress_clean, false) {
+            codec.compress.reset();
+        }
         let c = &mut codec.compress;
-        c.reset();
         let start = out.len();
         // Deflate never grows data by more than a few bytes per 16 KiB block.
         out.reserve(payload.len() + payload.len() / 1000 + 64);
@@ -265,7 +278,7 @@ pub fn deflate(payload: &[u8], out: &mut Vec<u8>) {
                 out.reserve(4096);
             }
             let before = c.total_in();
-            c.compress_vec(&payload[taken..], out, FlushCompress::Sync)
+            c.compress_vec(&payload[taken..], out, FlushCompress::Full)
                 .expect("deflating into a growable buffer cannot fail");
             taken += (c.total_in() - before) as usize;
             // Done once all is in and the flush fitted (room left over).
@@ -275,6 +288,7 @@ pub fn deflate(payload: &[u8], out: &mut Vec<u8>) {
         }
         debug_assert!(out[start..].ends_with(&TAIL));
         out.truncate(out.len() - TAIL.len());
+        codec.compress_clean = true;
     })
 }
 
@@ -342,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rfc_example_inflates_and_our_output_round_trips() {
+    fn the_rfc_examples_inflate_and_our_output_round_trips() {
         // RFC 7692 §7.2.3.1: "Hello" compressed with no context takeover.
         let hello = [0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00];
         assert_eq!(inflate(&hello, 100).unwrap(), b"Hello");
@@ -351,9 +365,20 @@ mod tests {
             0x00, 0x05, 0x00, 0xfa, 0xff, 0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x00,
         ];
         assert_eq!(inflate(&stored, 100).unwrap(), b"Hello");
+        // §7.2.3.4: a final block (BFINAL), with a byte after it.
+        let last = [0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x00];
+        assert_eq!(inflate(&last, 100).unwrap(), b"Hello");
+        // §7.2.3.5: two blocks in one message.
+        let two = [
+            0xf2, 0x48, 0x05, 0x00, 0x00, 0x00, 0xff, 0xff, 0xca, 0xc9, 0xc9, 0x07, 0x00,
+        ];
+        assert_eq!(inflate(&two, 100).unwrap(), b"Hello");
+        // The same payload twice in a row: the second must not refer back to
+        // the first (each is inflated afresh).
         for payload in [
             b"".to_vec(),
             b"Hello".to_vec(),
+            "caf\u{e9} ".repeat(100_000).into_bytes(),
             "caf\u{e9} ".repeat(100_000).into_bytes(),
             (0..300_000u32).map(|i| (i * 7919 % 251) as u8).collect(),
         ] {
@@ -367,12 +392,45 @@ mod tests {
     #[test]
     fn a_message_inflating_past_the_limit_is_refused_at_the_limit() {
         let big = vec![b'a'; 10 << 20];
-        let mut bomb = Vec::new();
-        deflate(&big, &mut bomb);
-        assert!(bomb.len() < 64 << 10, "10 MiB of one byte packs small");
-        assert_eq!(inflate(&bomb, 10 << 20).unwrap().len(), 10 << 20);
-        assert_eq!(inflate(&bomb, (10 << 20) - 1), Err(InflateError::TooBig));
+        let mut packed = Vec::new();
+        deflate(&big, &mut packed);
+        assert!(packed.len() < 64 << 10, "10 MiB of one byte packs small");
+        assert_eq!(inflate(&packed, 10 << 20).unwrap().len(), 10 << 20);
+        assert_eq!(inflate(&packed, (10 << 20) - 1), Err(InflateError::TooBig));
+        // A bomb: one flushed segment (its own history only) a thousand
+        // times over, about 10 GiB inflated; refused once past the limit.
+        let mut segment = packed;
+        segment.extend_from_slice(&TAIL);
+        let bomb = segment.repeat(1000);
         assert_eq!(inflate(&bomb, 1000), Err(InflateError::TooBig));
+    }
+
+    /// A message that refers back before its own start (as a client that
+    /// ignored `client_no_context_takeover` would send) never reads what this
+    /// thread inflated for another connection.
+    #[test]
+    fn a_message_cannot_reach_the_one_inflated_before_it() {
+        let secret = b"the other connection's secret, long enough to be matched".repeat(4);
+        let mut c = Compress::new(Compression::fast(), false);
+        let mut first = Vec::with_capacity(4096);
+        c.compress_vec(&secret, &mut first, FlushCompress::Sync)
+            .unwrap();
+        // Compressed with the first as its history: back-references into it.
+        let mut second = Vec::with_capacity(4096);
+        c.compress_vec(&secret, &mut second, FlushCompress::Sync)
+            .unwrap();
+        assert!(
+            second.len() * 3 < first.len(),
+            "{} against {}: the second refers back",
+            second.len(),
+            first.len()
+        );
+        let strip = |v: &[u8]| v[..v.len() - TAIL.len()].to_vec();
+        assert_eq!(inflate(&strip(&first), 1 << 20).unwrap(), secret);
+        let leaked = inflate(&strip(&second), 1 << 20).unwrap_or_default();
+        assert!(!leaked
+            .windows(16)
+            .any(|w| secret.windows(16).any(|s| s == w)));
     }
 
     #[test]
@@ -381,17 +439,5 @@ mod tests {
             inflate(&[0xff, 0xff, 0xff], 100),
             Err(InflateError::Corrupt)
         );
-        // A final block, then more bytes.
-        let mut packed = Vec::with_capacity(64);
-        let mut c = Compress::new(Compression::fast(), false);
-        c.compress_vec(b"Hello", &mut packed, FlushCompress::Finish)
-            .unwrap();
-        assert_eq!(
-            inflate(&packed, 100).unwrap(),
-            b"Hello",
-            "BFINAL may end a message"
-        );
-        packed.extend_from_slice(b"junk");
-        assert_eq!(inflate(&packed, 100), Err(InflateError::Corrupt));
     }
 }

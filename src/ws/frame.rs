@@ -212,10 +212,14 @@ pub fn write_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
 }
 
 /// Appends a whole, final, unmasked data frame whose payload is `payload`
-/// deflated (permessage-deflate, RSV1 set).
+/// deflated (permessage-deflate, RSV1 set), or the plain frame where
+/// deflating did not make it smaller (§6: each message chooses).
 pub fn write_compressed_frame(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
     let mut packed = Vec::new();
     super::deflate::deflate(payload, &mut packed);
+    if packed.len() >= payload.len() {
+        return write_frame(out, opcode, payload);
+    }
     out.reserve(10 + packed.len());
     put_header(out, 0x80 | 0x40 | opcode.bits(), 0, packed.len());
     out.extend_from_slice(&packed);
