@@ -49,6 +49,7 @@ step() {
         /^fuzz [a-z_]+: [0-9]+ execs/ { print $0 }
         /^[0-9]+ passed, [0-9]+ failed$/ { print "cases: " $0 }
         /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
+        /^thread .* panicked at / { print $0; if ((getline msg) > 0) print "  " msg }
         /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
                           gsub(/=/, ""); sub(/^ +/, ""); sub(/ +$/, ""); print $0 }' "$log")
     if [ "$rc" -ne 0 ]; then

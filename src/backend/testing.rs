@@ -17,7 +17,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,32 @@ pub enum Entry {
     Dropped { core: usize },
 }
 
+/// What `hold` sessions block their core thread on until the test opens it:
+/// a view that lasts exactly as long as the test needs, however slowly a
+/// loaded machine runs the test (a timed `sleep` can end before the test has
+/// done what it meant to do while the core was busy).
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    /// Block until the gate is open, or [`CLIENT_TIMEOUT`] at most (a test
+    /// that never opens it fails on its own reads instead of hanging).
+    fn wait(&self) {
+        let (open, opened) = &*self.0;
+        let guard = open.lock().unwrap();
+        let _ = opened
+            .wait_timeout_while(guard, CLIENT_TIMEOUT, |open| !*open)
+            .unwrap();
+    }
+
+    /// Open the gate for good: every `hold`, now and later, goes on.
+    pub fn open(&self) {
+        let (open, opened) = &*self.0;
+        *open.lock().unwrap() = true;
+        opened.notify_all();
+    }
+}
+
 /// The shared record of [`Entry`]s.
 #[derive(Clone, Default)]
 pub struct Journal(Arc<Mutex<Vec<Entry>>>);
@@ -90,13 +116,15 @@ impl Journal {
 /// (after its echo; what follows it is not read), `stop` too, but says its
 /// peer is still sending ([`Linger::Yes`]), `panic` panics in `on_read`,
 /// `sleep N` blocks the core thread for N ms before echoing (a view served
-/// inline, as on a loop-only core), `file PATH` sends the
+/// inline, as on a loop-only core), `hold` blocks it until the test opens
+/// the harness's [`Gate`], `file PATH` sends the
 /// file's bytes after the echo as [`Output::File`]. Two answer through the
 /// session's [`Notifier`], from a thread, after N ms: `later N` (answered
 /// `done N`) and `pause N` (no input is read until `resumed` is sent).
 #[derive(Clone)]
 pub struct EchoService {
     core: usize,
+    gate: Gate,
     /// Idle time after which a session is done (its deadline moves with each read).
     timeout: Option<Duration>,
     journal: Journal,
@@ -109,6 +137,7 @@ impl Service for EchoService {
         self.journal.push(Entry::Opened { core: self.core });
         EchoSession {
             core: self.core,
+            gate: self.gate.clone(),
             timeout: self.timeout,
             journal: self.journal.clone(),
             out: Vec::new(),
@@ -131,6 +160,7 @@ impl Service for EchoService {
 /// One echo connection.
 pub struct EchoSession {
     core: usize,
+    gate: Gate,
     timeout: Option<Duration>,
     journal: Journal,
     /// Bytes to echo; `out[sent..]` is still owed to the peer.
@@ -168,6 +198,8 @@ impl EchoSession {
         } else if line == "stop" {
             self.quit = true;
             self.stop = true;
+        } else if line == "hold" {
+            self.gate.wait();
         } else if line == "panic" {
             panic!("the echo session was told to panic");
         } else if let Some(path) = line.strip_prefix("file ") {
@@ -350,11 +382,16 @@ pub fn spawn(cores: usize, run: RunFn, batch: Batch) -> Harness {
 impl Setup {
     pub fn spawn(self, run: RunFn) -> Harness {
         let timeout = self.timeout;
-        self.spawn_service(run, move |core, journal| EchoService {
+        let gate = Gate::default();
+        let sessions = gate.clone();
+        let mut h = self.spawn_service(run, move |core, journal| EchoService {
             core,
+            gate: sessions.clone(),
             timeout,
             journal,
-        })
+        });
+        h.gate = gate;
+        h
     }
 
     /// Cores running `run` with the service `make(core, journal)` builds.
@@ -403,6 +440,7 @@ impl Setup {
             board,
             control,
             journal,
+            gate: Gate::default(),
             handed,
             threads,
         }
@@ -417,6 +455,8 @@ pub struct Harness {
     board: Arc<Board>,
     control: Arc<Control>,
     journal: Journal,
+    /// What the echo sessions' `hold` waits on.
+    gate: Gate,
     handed: Arc<Vec<AtomicUsize>>,
     threads: Vec<JoinHandle<io::Result<()>>>,
 }
@@ -433,6 +473,21 @@ impl Harness {
 
     pub fn journal(&self) -> Journal {
         self.journal.clone()
+    }
+
+    /// Send `hold` on `blocker` and return once its core is held in it.
+    pub fn hold(&self, blocker: &mut TcpStream) {
+        blocker.write_all(b"hold\n").unwrap();
+        let give_up = Instant::now() + CLIENT_TIMEOUT;
+        while !self.journal.lines().iter().any(|l| l == "hold") {
+            assert!(Instant::now() < give_up, "the blocker was never read");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Let every echo session's `hold` go on.
+    pub fn release(&self) {
+        self.gate.open();
     }
 
     /// How many admissions the cores logged as handed over by a sibling.
@@ -515,6 +570,7 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         if !self.threads.is_empty() {
+            self.gate.open();
             self.control.shut_down(Instant::now());
             self.board.wake_all();
         }
@@ -672,23 +728,15 @@ pub fn file_output_is_sent_whole(run: RunFn) {
 /// no new readiness edge announces the rest (what a batch leaves is owed).
 pub fn accept_batch_serves_held_first_and_all_of_a_burst(run: RunFn) {
     // Above the two connections opened first, so that their admission cannot
-    // leave a batch owed into the pass in which the blocker sleeps.
+    // leave a batch owed into the pass in which the blocker is held.
     let batch = 3;
     let h = spawn(1, run, Batch::new(batch));
     let mut blocker = h.connect();
     let mut held = h.connect();
     echo(&mut blocker, "b\n");
     echo(&mut held, "h\n");
-    blocker.write_all(b"sleep 800\n").unwrap();
-    let asleep = Instant::now();
-    while !h.journal().lines().iter().any(|l| l == "sleep 800") {
-        assert!(
-            asleep.elapsed() < CLIENT_TIMEOUT,
-            "the blocker was never read"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    // The core is asleep in the view: what follows arrives while it is busy.
+    h.hold(&mut blocker);
+    // The core is held in the view: what follows arrives while it is busy.
     let mut burst: Vec<TcpStream> = (0..20)
         .map(|i| {
             let mut c = h.connect();
@@ -697,17 +745,14 @@ pub fn accept_batch_serves_held_first_and_all_of_a_burst(run: RunFn) {
         })
         .collect();
     held.write_all(b"k\n").unwrap();
-    assert!(
-        asleep.elapsed() < Duration::from_millis(600),
-        "too slow to queue the burst while the core slept: the test cannot judge"
-    );
-    echo_read(&mut blocker, "sleep 800\n");
+    h.release();
+    echo_read(&mut blocker, "hold\n");
     echo_read(&mut held, "k\n");
     for (i, c) in burst.iter_mut().enumerate() {
         echo_read(c, &format!("burst {i}\n"));
     }
     let lines = h.journal().lines();
-    let after = &lines[lines.iter().position(|l| l == "sleep 800").unwrap() + 1..];
+    let after = &lines[lines.iter().position(|l| l == "hold").unwrap() + 1..];
     assert_eq!(
         after[0], "k",
         "the held connection is served before the burst: {after:?}"
@@ -875,18 +920,10 @@ pub fn hand_off_between_two_cores(run: RunFn) {
     let busy = usize::from(h.handed_to(1) > h.handed_to(0));
     let mut blocker = h.hand_off(busy);
     echo(&mut blocker, "blocker\n");
-    // Long enough that the five connections below are all made while it
-    // runs, even on a loaded machine (at 600 ms, CI once saw the busy core
-    // done with its view and taking the next connection itself).
-    blocker.write_all(b"sleep 2000\n").unwrap();
-    let asleep = Instant::now();
-    while line_on(busy, "sleep 2000") == 0 {
-        assert!(
-            asleep.elapsed() < CLIENT_TIMEOUT,
-            "the blocker was never read"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    // Held in its view until the five connections below are served (a timed
+    // view of 600 ms, then 2 s, once ended first on a loaded CI machine, and
+    // the busy core, parked again, was rightly handed the next connection).
+    h.hold(&mut blocker);
     // Until its pass is BUSY_PASS old, a core with fewer connections may still be picked.
     std::thread::sleep(super::share::BUSY_PASS * 5);
     for i in 0..5 {
@@ -899,7 +936,8 @@ pub fn hand_off_between_two_cores(run: RunFn) {
         );
         held.push(c);
     }
-    echo_read(&mut blocker, "sleep 2000\n");
+    h.release();
+    echo_read(&mut blocker, "hold\n");
     held.push(blocker);
     for c in &mut held {
         echo(c, "quit\n");

@@ -995,14 +995,14 @@ mod tests {
         let h = spawn_as(2, rotate_accepts);
         let mut blocker = h.connect();
         echo(&mut blocker, "warm\n");
-        // Ten silent connections queue while the core sleeps in a view: one
+        // Ten silent connections queue while the core is held in a view: one
         // reap brings all ten accepts, a batch admits two, and the rest are
         // owed. Their eager reads find nothing and no timer is armed, so
         // nothing would complete to end a wait that blocked while owing.
-        blocker.write_all(b"sleep 200\n").unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        h.hold(&mut blocker);
         let mut silent: Vec<TcpStream> = (0..10).map(|_| h.connect()).collect();
-        read_line(&mut blocker, "sleep 200\n");
+        h.release();
+        read_line(&mut blocker, "hold\n");
         let opened = || h.journal().count(|e| matches!(e, Entry::Opened { .. }));
         let give_up = Instant::now() + Duration::from_secs(2);
         while opened() < 11 {
@@ -1091,8 +1091,7 @@ mod tests {
         let mut blocker = h.connect();
         echo(&mut held, "warm\n");
         echo(&mut blocker, "warm\n");
-        blocker.write_all(b"sleep 200\n").unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        h.hold(&mut blocker);
         let mut burst: Vec<TcpStream> = (0..BURST)
             .map(|_| {
                 let mut c = h.connect();
@@ -1100,7 +1099,8 @@ mod tests {
                 c
             })
             .collect();
-        read_line(&mut blocker, "sleep 200\n");
+        h.release();
+        read_line(&mut blocker, "hold\n");
         // The first of the burst answered: its batch is being admitted now.
         read_line(&mut burst[0], "sleep 50\n");
         echo(&mut held, "fast\n");
