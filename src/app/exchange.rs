@@ -79,11 +79,16 @@ pub enum ResponseEvent {
 
 impl ResponseEvent {
     /// The answer bytes it carries, as the app's sends are held to them
-    /// (`RESPONSE_HIGH_WATER`): a body or message payload, a file's length.
+    /// (`RESPONSE_HIGH_WATER`): a body, a file's length, a message's frame.
+    /// A message counts its frame's header too, as the wire will take it:
+    /// an empty message is two bytes the core must buffer for a client that
+    /// does not read, so an app sending them in a loop must wait like any other.
     pub fn counted(&self) -> usize {
+        let framed = |len: usize| len + crate::ws::frame::header_len(len);
         match self {
-            ResponseEvent::Body(data) | ResponseEvent::WsBinary(data) => data.len(),
-            ResponseEvent::WsText(text) => text.len(),
+            ResponseEvent::Body(data) => data.len(),
+            ResponseEvent::WsBinary(data) => framed(data.len()),
+            ResponseEvent::WsText(text) => framed(text.len()),
             ResponseEvent::File { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
             _ => 0,
         }
@@ -956,6 +961,32 @@ mod tests {
             matches!(ex.try_send(close), Ok(Sent::Queued)),
             "never refused"
         );
+    }
+
+    /// An empty message still costs the wire a frame: a loop of them to a
+    /// client that reads nothing must stop at the high water like any other.
+    #[test]
+    fn empty_websocket_messages_wait_at_the_high_water() {
+        let (ex, _board) = exchange(false, false);
+        let mut queued = 0;
+        loop {
+            match ex.try_send(ResponseEvent::WsText(String::new())) {
+                Ok(Sent::Queued) => queued += 1,
+                Ok(Sent::Full(ResponseEvent::WsText(_))) => break,
+                other => panic!("{:?}", other.map(|_| ())),
+            }
+            assert!(queued <= RESPONSE_HIGH_WATER, "never told to wait");
+        }
+        assert_eq!(
+            queued,
+            RESPONSE_HIGH_WATER / 2,
+            "two bytes each on the wire"
+        );
+        ex.written(2);
+        assert!(matches!(
+            ex.try_send(ResponseEvent::WsBinary(Vec::new())),
+            Ok(Sent::Queued)
+        ));
     }
 
     #[test]

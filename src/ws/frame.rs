@@ -192,6 +192,15 @@ pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: OpCode, len: usize) {
 
 /// The header's first byte as given, then the length in the shortest form
 /// with `mask_bit` (0x80 for a client frame, 0 for a server's) on its byte.
+/// The length of an unmasked (server) frame's header for a `len`-byte payload.
+pub fn header_len(len: usize) -> usize {
+    match len {
+        0..=125 => 2,
+        126..=0xffff => 4,
+        _ => 10,
+    }
+}
+
 fn put_header(out: &mut Vec<u8>, b0: u8, mask_bit: u8, len: usize) {
     if len < 126 {
         out.extend_from_slice(&[b0, mask_bit | len as u8]);
