@@ -46,7 +46,7 @@ fn main() {
         access_log: None,
         ws: true,
         ws_max_message: 16 << 20,
-        server_header: true,
+        response_defaults: Default::default(),
         ws_keepalive: None,
         ws_deflate: true,
         body_buffer: None,

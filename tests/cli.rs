@@ -48,6 +48,10 @@ fn bad_values_are_one_line_and_exit_2() {
     rejected(&["--header-read-timeout", "soon"], &[]);
     rejected(&["--max-body-size", "-5"], &[]);
     rejected(&["--log-level", "loudest"], &[]);
+    rejected(&["--header", "no-colon"], &[]);
+    rejected(&["--header", "Content-Length: 3"], &[]);
+    rejected(&["--header", "X-A: a\u{1}b"], &[]);
+    rejected(&[], &[("M0SERVE_HEADER", "Bad Name: x")]);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! HTTP/1.1 framing end to end: keep-alive (1.1 by default, 1.0 only on
 //! request), pipelined answers in order, HEAD, request bodies (Content-Length
 //! and chunked with extensions and trailers), `Expect: 100-continue`, and the
-//! Date and Server headers (and `--no-server-header`).
+//! Date and Server headers (and `--no-server-header`, `--header`).
 
 mod common;
 
@@ -275,4 +275,46 @@ fn no_server_header_drops_ours_and_keeps_the_date() {
         assert_eq!(r.header("server"), None, "{:?}", r.headers);
         assert!(r.header("date").is_some(), "RFC 9110 §6.6.1: Date stays");
     }
+}
+
+#[test]
+fn header_fields_go_on_every_answer_that_has_none_of_their_name() {
+    let dir = TempDir::new("defaults");
+    dir.write("a.txt", b"alpha\n");
+    let root = dir.path().to_str().unwrap().to_string();
+    let server = Server::start(&[
+        "--header",
+        "X-Frame-Options: DENY",
+        "--header",
+        "Cache-Control:no-store",
+        "--header",
+        "Server: edge",
+        "--static-path-route",
+        "/static",
+        "--static-path-mount",
+        &root,
+    ]);
+    let bad = {
+        let mut c = server.connect();
+        c.send(b"GET /a b HTTP/1.1\r\nHost: t\r\n\r\n");
+        c.read_response()
+    };
+    assert_eq!(bad.status, 400, "the server's own error answer");
+    for r in [server.get(HEALTH), server.get("/nowhere"), bad] {
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{:?}", r.headers);
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+        assert_eq!(r.header("server"), Some("edge"), "stands in for ours");
+        assert!(r.header("date").is_some());
+    }
+    // A static file sets its own Cache-Control: the default gives way.
+    let r = server.get("/static/a.txt");
+    assert_eq!(r.status, 200);
+    let cache: Vec<_> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
+        .collect();
+    assert_eq!(cache.len(), 1, "{:?}", r.headers);
+    assert!(cache[0].1.starts_with("max-age="), "{cache:?}");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
 }

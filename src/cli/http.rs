@@ -8,7 +8,8 @@ use clap::{ArgAction, Args, ValueEnum};
 
 use super::values::{parse_positive_seconds, parse_seconds, parse_size};
 use crate::app::BufferConfig;
-use crate::http::Limits;
+use crate::http::defaults::parse_field;
+use crate::http::{Defaults, Limits};
 use crate::ws::Keepalive;
 
 #[derive(Args, Debug)]
@@ -68,6 +69,12 @@ pub(super) struct HttpArgs {
     #[arg(long, overrides_with = "server_header")]
     no_server_header: bool,
 
+    /// A field every response gets unless it sets one of that name, as
+    /// NAME:VALUE (repeatable; the variable holds one). `Server:...` stands in
+    /// for ours.
+    #[arg(long = "header", env = "M0SERVE_HEADER", value_name = "NAME:VALUE", value_parser = parse_field)]
+    headers: Vec<(String, Vec<u8>)>,
+
     /// Largest WebSocket message, in bytes or with a K, M, G or T suffix (powers of 1024).
     #[arg(long, env = "M0SERVE_WS_MAX_MESSAGE_SIZE", value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     ws_max_message_size: u64,
@@ -117,9 +124,13 @@ impl HttpArgs {
         }
     }
 
-    /// Whether responses carry our `Server` field (`--no-server-header` wins when last).
-    pub(super) fn server_header(&self) -> bool {
-        self.server_header && !self.no_server_header
+    /// What every response gets unless it sets it: our `Server` field
+    /// (`--no-server-header` wins when last) and the `--header` fields.
+    pub(super) fn response_defaults(&self) -> Defaults {
+        Defaults::new(
+            self.server_header && !self.no_server_header,
+            self.headers.clone(),
+        )
     }
 
     /// Whether WebSocket upgrades are served (`--no-ws` wins when last).

@@ -224,7 +224,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         app: None,
         ws: http.ws(),
         ws_max_message: http.ws_max_message(),
-        server_header: http.server_header(),
+        response_defaults: http.response_defaults(),
         ws_keepalive: http.ws_keepalive(),
         ws_deflate: http.ws_deflate(),
         body_buffer: http.body_buffer(),

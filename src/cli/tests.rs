@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::http::{BodyKind, RequestHead, Version};
+use crate::http::{BodyKind, Defaults, RequestHead, Version};
 use crate::routes::testing::TempDir;
 
 /// Parsing reads the process environment, which tests share: one at a time.
@@ -172,8 +172,9 @@ fn websocket_flags() {
 
 #[test]
 fn server_header_flags() {
-    let server_header =
-        |args: &[&str], env: &[(&str, &str)]| parse_env(args, env).unwrap().options.server_header;
+    let server_header = |args: &[&str], env: &[(&str, &str)]| {
+        parse_env(args, env).unwrap().options.response_defaults == Defaults::default()
+    };
     assert!(server_header(&[], &[]), "on by default");
     assert!(!server_header(&["--no-server-header"], &[]));
     assert!(
@@ -185,6 +186,40 @@ fn server_header_flags() {
         server_header(&["--server-header"], &[("M0SERVE_SERVER_HEADER", "0")]),
         "the flag wins"
     );
+}
+
+#[test]
+fn header_flags() {
+    let defaults = |args: &[&str], env: &[(&str, &str)]| {
+        parse_env(args, env).unwrap().options.response_defaults
+    };
+    assert_eq!(defaults(&[], &[]), Defaults::default());
+    let field = |name: &str, value: &str| (name.to_string(), value.as_bytes().to_vec());
+    assert_eq!(
+        defaults(
+            &[
+                "--header",
+                "X-Frame-Options: DENY",
+                "--header=Server:edge",
+                "--no-server-header"
+            ],
+            &[]
+        ),
+        Defaults::new(
+            false,
+            vec![field("X-Frame-Options", "DENY"), field("Server", "edge")]
+        )
+    );
+    assert_eq!(
+        defaults(&[], &[("M0SERVE_HEADER", "X-A: 1")]),
+        Defaults::new(true, vec![field("X-A", "1")])
+    );
+    for bad in ["nocolon", "Bad Name: x", "Content-Length: 1", "Date: x"] {
+        match parse_env(&["--header", bad], &[]) {
+            Err(CliError::Usage(err)) => assert!(err.contains("--header"), "{bad:?}: {err}"),
+            _ => panic!("{bad:?} was taken"),
+        }
+    }
 }
 
 #[test]

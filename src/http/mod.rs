@@ -21,6 +21,7 @@
 pub mod chunked;
 pub mod conn;
 pub mod date;
+pub mod defaults;
 pub mod error;
 pub mod fields;
 pub mod forwarded;
@@ -32,6 +33,7 @@ pub(crate) mod target;
 pub mod trusted;
 
 pub use conn::{Event, Limits, ServerConn};
+pub use defaults::Defaults;
 pub use error::HttpError;
 pub use fields::Fields;
 pub use head::{BodyKind, RequestHead, Version};

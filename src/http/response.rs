@@ -6,6 +6,7 @@
 
 use super::chunked::{encode_chunk, LAST_CHUNK};
 use super::date;
+use super::defaults::Defaults;
 use super::head::Version;
 
 /// How a response body is framed on the wire.
@@ -123,7 +124,7 @@ pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
     })
 }
 
-fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub(crate) fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
@@ -160,14 +161,14 @@ const HEAD_ROOM: usize = 256;
 /// rewritten by us, `Transfer-Encoding` is dropped, and `Connection` is
 /// dropped (its `close` token honoured) except on a 101, where it belongs to the
 /// upgrade. A field with a non-token name or a control character in its value is dropped
-/// with a warning. `Date` is added unless the app set it, and `Server` too
-/// where `server` (`--no-server-header` turns it off: some operators keep
-/// the software's name off the wire).
+/// with a warning. `Date` is added unless the app set it, and the
+/// [`Defaults`] (`Server`, the operator's `--header` fields) each unless the
+/// app set a field of its name.
 pub(crate) fn write_head(
     status: u16,
     headers: &[(&str, &[u8])],
     req: RequestSide,
-    server: bool,
+    defaults: &Defaults,
     out: &mut Vec<u8>,
 ) -> Written {
     // A status must be three digits on the wire.
@@ -189,7 +190,7 @@ pub(crate) fn write_head(
     out.extend_from_slice(b"\r\n");
 
     let mut length = None;
-    let (mut app_close, mut has_date, mut has_server) = (false, false, false);
+    let (mut app_close, mut has_date) = (false, false);
     for &(name, value) in headers {
         if !field_is_safe(name, value) {
             tracing::warn!(
@@ -210,7 +211,6 @@ pub(crate) fn write_head(
             continue;
         }
         has_date |= name.eq_ignore_ascii_case("date");
-        has_server |= name.eq_ignore_ascii_case("server");
         push_field(out, name.as_bytes(), value);
     }
 
@@ -244,9 +244,7 @@ pub(crate) fn write_head(
     if !has_date {
         date::with_now(|d| push_field(out, b"Date", d));
     }
-    if server && !has_server {
-        push_field(out, b"Server", SERVER);
-    }
+    defaults.write(headers, out);
     out.extend_from_slice(b"\r\n");
     Written {
         framing,
@@ -333,10 +331,11 @@ impl BodyWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::defaults::STANDARD;
 
     fn head(status: u16, headers: &[(&str, &[u8])], req: RequestSide) -> (String, Written) {
         let mut out = Vec::new();
-        let written = write_head(status, headers, req, true, &mut out);
+        let written = write_head(status, headers, req, &STANDARD, &mut out);
         (String::from_utf8(out).unwrap(), written)
     }
 
@@ -569,12 +568,13 @@ mod tests {
     #[test]
     fn without_ours_only_an_apps_server_field_is_sent() {
         let mut out = Vec::new();
-        write_head(200, &[("Content-Length", b"0")], GET11, false, &mut out);
+        let off = Defaults::new(false, Vec::new());
+        write_head(200, &[("Content-Length", b"0")], GET11, &off, &mut out);
         let h = String::from_utf8(out).unwrap();
         assert!(!h.contains("Server"), "{h}");
         assert!(h.contains("\r\nDate: "), "{h}");
         let mut out = Vec::new();
-        write_head(200, &[("Server", b"app")], GET11, false, &mut out);
+        write_head(200, &[("Server", b"app")], GET11, &off, &mut out);
         assert!(String::from_utf8(out).unwrap().contains("Server: app\r\n"));
     }
 

@@ -42,7 +42,7 @@ fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
         access_log: None,
         ws: true,
         ws_max_message: 16 << 20,
-        server_header: true,
+        response_defaults: None,
         ws_keepalive: None,
         ws_deflate: true,
         body_buffer: None,

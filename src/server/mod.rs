@@ -82,8 +82,9 @@ pub struct Options {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
-    /// Responses carry `Server: m0serve` (unless the app set its own).
-    pub server_header: bool,
+    /// What every response gets unless it sets it: `Server: m0serve`
+    /// (`--no-server-header`: not), the `--header` fields.
+    pub response_defaults: crate::http::Defaults,
     /// Pings for quiet WebSockets, and how long an answer may take (None: none).
     pub ws_keepalive: Option<crate::ws::Keepalive>,
     /// Negotiate permessage-deflate with clients that offer it.
@@ -172,7 +173,8 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         access_log: options.access_log.map(Arc::new),
         ws: options.ws,
         ws_max_message: options.ws_max_message,
-        server_header: options.server_header,
+        response_defaults: (options.response_defaults != crate::http::defaults::STANDARD)
+            .then(|| Arc::new(options.response_defaults)),
         ws_keepalive: options.ws_keepalive,
         ws_deflate: options.ws_deflate,
         body_buffer: options.body_buffer.map(Arc::new),

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use crate::app::{App, BufferConfig, ResponseEvent, ServerAddr};
 use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol::Preamble;
-use crate::http::{Event, Framing, HttpError, Limits, RequestHead, ServerConn};
+use crate::http::{Defaults, Event, Framing, HttpError, Limits, RequestHead, ServerConn};
 use crate::metrics::counters::{Cause, Shard};
 use crate::reply::{Body, Reply};
 use crate::routes::Router;
@@ -75,8 +75,9 @@ pub struct Shared {
     pub ws: bool,
     /// The largest WebSocket message accepted, in bytes.
     pub ws_max_message: usize,
-    /// Responses carry `Server: m0serve` (unless the app set its own).
-    pub server_header: bool,
+    /// What every response gets unless it sets it: our `Server` field, the
+    /// `--header` fields (None: the standard, `Server` only).
+    pub response_defaults: Option<Arc<Defaults>>,
     /// Pings for quiet WebSockets, and how long an answer may take (None: none).
     pub ws_keepalive: Option<crate::ws::Keepalive>,
     /// Negotiate permessage-deflate with clients that offer it.
@@ -120,8 +121,8 @@ impl Service for HttpService {
     fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
         let now = Instant::now();
         let mut conn = ServerConn::new(self.shared.limits);
-        if !self.shared.server_header {
-            conn.omit_server_header();
+        if let Some(defaults) = &self.shared.response_defaults {
+            conn.set_defaults(defaults.clone());
         }
         // A PROXY protocol preamble and the first head are held to the head's
         // timeout together, from the connection's start.

@@ -34,10 +34,12 @@ mod read;
 mod tests;
 mod write;
 
+use std::sync::Arc;
+
 use super::chunked::ChunkedDecoder;
 use super::head::HeadScanner;
 use super::response::BodyWriter;
-use super::{HttpError, RequestHead, Version};
+use super::{Defaults, HttpError, RequestHead, Version};
 
 /// Limits a connection enforces.
 #[derive(Clone, Copy, Debug)]
@@ -181,8 +183,9 @@ pub struct ServerConn {
     /// [`ServerConn::take_answered`], kept only once
     /// [`ServerConn::record_answers`] asked (the metrics count them).
     answered: Option<Vec<u16>>,
-    /// Responses carry our `Server` field (unless the app set its own).
-    server_header: bool,
+    /// What each response head gets unless it sets it (None: the standard,
+    /// our `Server` field).
+    defaults: Option<Arc<Defaults>>,
 }
 
 impl ServerConn {
@@ -202,13 +205,14 @@ impl ServerConn {
             failed: false,
             upgraded: false,
             answered: None,
-            server_header: true,
+            defaults: None,
         }
     }
 
-    /// Responses go without our `Server` field (`--no-server-header`).
-    pub fn omit_server_header(&mut self) {
-        self.server_header = false;
+    /// Responses get `defaults` instead of the standard (`--header`,
+    /// `--no-server-header`).
+    pub fn set_defaults(&mut self, defaults: Arc<Defaults>) {
+        self.defaults = Some(defaults);
     }
 
     /// Keep the status of every answer finished, for [`ServerConn::take_answered`].

@@ -2,6 +2,7 @@
 //! body framed for the request, error answers, and the end of an exchange.
 
 use super::{Continue, Exchange, Read, Response, ServerConn};
+use crate::http::defaults::STANDARD;
 use crate::http::response::{self, BodyWriter, RequestSide};
 use crate::http::{Framing, HttpError};
 
@@ -39,7 +40,6 @@ impl ServerConn {
         out: &mut Vec<u8>,
     ) -> Framing {
         let body_read = matches!(self.read, Read::End | Read::Done);
-        let server = self.server_header;
         let Some(ex) = self
             .exchange
             .as_mut()
@@ -55,7 +55,8 @@ impl ServerConn {
             head_request: ex.head_request,
             keep_alive: ex.keep_alive && !self.close_after && !owed_continue,
         };
-        let written = response::write_head(status, headers, req, server, out);
+        let defaults = self.defaults.as_deref().unwrap_or(&STANDARD);
+        let written = response::write_head(status, headers, req, defaults, out);
         ex.response = Response::Started {
             body: BodyWriter::new(written.framing),
             keep_alive: written.keep_alive,

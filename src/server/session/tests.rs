@@ -20,7 +20,7 @@ pub(super) fn service(router: Router) -> HttpService {
         access_log: None,
         ws: true,
         ws_max_message: 16 << 20,
-        server_header: true,
+        response_defaults: None,
         ws_keepalive: None,
         ws_deflate: true,
         body_buffer: None,

@@ -73,7 +73,7 @@ impl Client {
             access_log: None,
             ws,
             ws_max_message: max,
-            server_header: true,
+            response_defaults: None,
             ws_keepalive: keepalive,
             ws_deflate: true,
             body_buffer: None,
