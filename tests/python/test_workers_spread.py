@@ -36,11 +36,14 @@ LOAD_SECONDS = 3.0
 CLIENTS = 6
 
 
-def pids_under_load(address, keep_alive: bool) -> Counter:
+def pids_under_load(address, keep_alive: bool) -> tuple[Counter, Counter]:
     """CLIENTS threads GET the CPU-bound view for LOAD_SECONDS, on a new
     connection each (or one kept alive each); the count of answers by the
-    worker pid each names."""
+    worker pid each names, and of connections by the pid that answered their
+    first request (kept alive, how the connections fell between the workers
+    is what a failure needs to be read)."""
     served: Counter = Counter()
+    opened: Counter = Counter()
     failures = []
     lock = threading.Lock()
     end = time.monotonic() + LOAD_SECONDS
@@ -48,14 +51,17 @@ def pids_under_load(address, keep_alive: bool) -> Counter:
     def client() -> None:
         conn = None
         while time.monotonic() < end:
-            if conn is None:
+            first = conn is None
+            if first:
                 conn = http.client.HTTPConnection(*address, timeout=10)
             try:
                 conn.request("GET", BUSY, headers={} if keep_alive else {"Connection": "close"})
                 response = conn.getresponse()
                 body = response.read().decode()
+                pid = body if response.status == 200 else f"status {response.status}"
                 with lock:
-                    served[body if response.status == 200 else f"status {response.status}"] += 1
+                    served[pid] += 1
+                    opened[pid] += first
             except OSError as e:
                 with lock:
                     failures.append(repr(e))
@@ -73,15 +79,16 @@ def pids_under_load(address, keep_alive: bool) -> Counter:
     for t in threads:
         t.join(LOAD_SECONDS + 15)
     assert failures == [], failures[:5]
-    return served
+    return served, opened
 
 
-def assert_spread(served: Counter, what: str) -> None:
+def assert_spread(load: tuple[Counter, Counter], what: str) -> None:
+    served, opened = load
     total = sum(served.values())
     shares = {pid: n / total for pid, n in served.items()}
-    print(f"{what}: {sorted(served.values())} of {total}")
+    print(f"{what}: {sorted(served.values())} of {total}, connections {sorted(opened.values())}")
     assert len(served) == 2 and all(0.4 <= s <= 0.6 for s in shares.values()), (
-        f"{what}: {dict(served)} of {total} requests by worker pid"
+        f"{what}: {dict(served)} of {total} requests by worker pid, over connections {dict(opened)}"
     )
 
 
