@@ -82,13 +82,15 @@ impl Upgrade {
         &self.accept
     }
 
-    /// The headers of the `101 Switching Protocols` answer (the app's own
-    /// headers go after them). `subprotocol` is the app's choice; a client
-    /// fails the connection if it is not one it offered.
+    /// The headers of the `101 Switching Protocols` answer, then those of
+    /// `app` that the handshake does not write itself ([`app_may_set`]).
+    /// `subprotocol` is the app's choice; a client fails the connection if it
+    /// is not one it offered.
     pub fn response_headers<'a>(
         &'a self,
         subprotocol: Option<&'a str>,
-    ) -> Vec<(&'static str, &'a [u8])> {
+        app: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> Vec<(&'a str, &'a [u8])> {
         let mut headers = vec![
             ("Upgrade", &b"websocket"[..]),
             ("Connection", b"Upgrade"),
@@ -100,8 +102,37 @@ impl Upgrade {
         if let Some(agreed) = &self.deflate {
             headers.push(("Sec-WebSocket-Extensions", agreed.response()));
         }
+        for (name, value) in app {
+            if app_may_set(name, subprotocol.is_some()) {
+                headers.push((name, value));
+            } else {
+                tracing::warn!(
+                    name,
+                    "dropped a field of the WebSocket handshake the app set itself"
+                );
+            }
+        }
         headers
     }
+}
+
+/// Whether an app's `websocket.accept` may carry the field `name`. Not the
+/// ones the handshake writes: a second `Sec-WebSocket-Accept` or `Connection`
+/// breaks the answer, and an extension the server did not agree to would
+/// have the client expect frames it never gets (RFC 6455 §9.1: a server
+/// answers only with extensions it speaks). `Sec-WebSocket-Protocol` is the
+/// app's through its `subprotocol`; in its headers it is kept only when that
+/// was not given (a client refuses two).
+fn app_may_set(name: &str, subprotocol: bool) -> bool {
+    const OURS: [&str; 4] = [
+        "upgrade",
+        "connection",
+        "sec-websocket-accept",
+        "sec-websocket-extensions",
+    ];
+    let ours = OURS.iter().any(|o| name.eq_ignore_ascii_case(o));
+    let chosen = subprotocol && name.eq_ignore_ascii_case("sec-websocket-protocol");
+    !(ours || chosen)
 }
 
 /// Whether `head` asks for a WebSocket: its `Upgrade` lists `websocket`, in
@@ -210,13 +241,46 @@ mod tests {
         let up = validate(&head(&good(""))).unwrap();
         assert!(up.subprotocols.is_empty());
         assert_eq!(
-            up.response_headers(None),
+            up.response_headers(None, []),
             [
                 ("Upgrade", &b"websocket"[..]),
                 ("Connection", b"Upgrade"),
                 ("Sec-WebSocket-Accept", b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
             ]
         );
+    }
+
+    #[test]
+    fn the_app_cannot_set_the_fields_of_the_handshake() {
+        let up = validate(&head(&good(""))).unwrap();
+        let app: [(&str, &[u8]); 6] = [
+            ("X-App", b"1"),
+            ("sec-websocket-accept", b"forged"),
+            ("Sec-WebSocket-Extensions", b"permessage-deflate"),
+            ("Connection", b"close"),
+            ("upgrade", b"h2c"),
+            ("Sec-WebSocket-Protocol", b"chat"),
+        ];
+        let names = |h: Vec<(&str, &[u8])>| -> Vec<String> {
+            h.iter().map(|(n, _)| n.to_ascii_lowercase()).collect()
+        };
+        assert_eq!(
+            names(up.response_headers(None, app)),
+            [
+                "upgrade",
+                "connection",
+                "sec-websocket-accept",
+                "x-app",
+                "sec-websocket-protocol"
+            ],
+            "the app's subprotocol field is kept when it gave no subprotocol"
+        );
+        let chosen = up.response_headers(Some("v2"), app);
+        let protocols: Vec<_> = chosen
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("sec-websocket-protocol"))
+            .collect();
+        assert_eq!(protocols, [&("Sec-WebSocket-Protocol", &b"v2"[..])]);
     }
 
     #[test]
@@ -242,7 +306,7 @@ mod tests {
         )))
         .unwrap();
         assert_eq!(up.subprotocols, ["chat", "superchat", "v2"]);
-        let headers = up.response_headers(Some("superchat"));
+        let headers = up.response_headers(Some("superchat"), []);
         assert_eq!(
             headers.last(),
             Some(&("Sec-WebSocket-Protocol", &b"superchat"[..]))
@@ -317,7 +381,7 @@ mod tests {
         };
         let upgrade = validate(&head).unwrap();
         let mut out = Vec::new();
-        http.start_response(101, &upgrade.response_headers(None), &mut out);
+        http.start_response(101, &upgrade.response_headers(None, []), &mut out);
         http.finish_response(&mut out);
         let response = String::from_utf8(out).unwrap();
         assert!(response.starts_with("HTTP/1.1 101 Switching Protocols\r\n"));

@@ -278,8 +278,7 @@ impl HttpSession {
                 headers,
             } if call.status.is_none() && call.upgrade.is_some() => {
                 let upgrade = call.upgrade.take().expect("checked by the guard");
-                let mut list = upgrade.response_headers(subprotocol.as_deref());
-                list.extend(headers.iter());
+                let list = upgrade.response_headers(subprotocol.as_deref(), headers.iter());
                 self.conn.start_response(101, &list, out);
                 self.conn.finish_response(out);
                 call.status = Some(101);

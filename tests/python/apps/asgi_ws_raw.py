@@ -1,6 +1,7 @@
 """A raw ASGI WebSocket app (no framework), the same routes as ws_routes.py:
 
-- ``/ws/echo``: accepts (choosing ``chat.v2`` when offered), echoes text and
+- ``/ws/echo``: accepts (choosing ``chat.v2`` when offered, with its own
+  ``x-echo`` field and two of the handshake's, which the server drops), echoes text and
   binary messages; the text ``close:CODE:REASON`` makes it close with that
   code and reason. ``?record=PATH``: the disconnect it received is written
   there as JSON (``{"code": ..., "reason": ...}``).
@@ -46,7 +47,11 @@ async def flood(scope, receive, send):
 
 async def echo(scope, receive, send):
     subprotocol = "chat.v2" if "chat.v2" in scope["subprotocols"] else None
-    await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": [[b"x-echo", b"yes"]]})
+    # Besides its own field, the fields the handshake owns, which the server
+    # must drop: a second Sec-WebSocket-Accept fails the client's handshake,
+    # and an extension the server did not agree to breaks its framing.
+    forged = [[b"sec-websocket-accept", b"forged"], [b"Sec-WebSocket-Extensions", b"permessage-deflate"]]
+    await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": [[b"x-echo", b"yes"], *forged]})
     while True:
         message = await receive()
         if message["type"] == "websocket.disconnect":
