@@ -13,7 +13,8 @@
 //! A WebSocket uses the same paths once accepted: the client's messages come
 //! in as [`WsMessage`]s ([`Exchange::push_ws`], [`Exchange::try_receive_ws`]),
 //! under the same high water as the body, and the app's leave as
-//! [`ResponseEvent`]s, counted like body bytes.
+//! [`ResponseEvent`]s, counted like body bytes (each message with its frame's
+//! header, so even empty ones are held back).
 //!
 //! State lives under one mutex; a thread-per-request app blocks only in the
 //! two waits (a condvar signalled only while someone waits). An async app
@@ -25,8 +26,8 @@
 //! (the end of the answer included), the app wants `100 Continue` sent, or
 //! body room freed after the core was told to stop reading. Limits:
 //! [`BODY_HIGH_WATER`] of request body buffered, [`RESPONSE_HIGH_WATER`] of
-//! answer queued or unwritten (body and file bytes; a head or an end is never
-//! refused).
+//! answer queued or unwritten (body and file bytes, WebSocket frames; a head,
+//! a close or an end is never refused).
 //!
 //! A body the core buffered in full ([`Exchange::push_complete`]) arrives at
 //! once: its memory part as body chunks, the rest as a file the app's reads

@@ -61,24 +61,36 @@ pub enum Entry {
 /// loaded machine runs the test (a timed `sleep` can end before the test has
 /// done what it meant to do while the core was busy).
 #[derive(Clone, Default)]
-pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+pub struct Gate(Arc<(Mutex<GateState>, Condvar)>);
+
+#[derive(Default)]
+struct GateState {
+    open: bool,
+    /// A hold gave up waiting: its view ended before the test opened it.
+    gave_up: bool,
+}
 
 impl Gate {
     /// Block until the gate is open, or [`CLIENT_TIMEOUT`] at most (a test
-    /// that never opens it fails on its own reads instead of hanging).
+    /// that never opens it fails instead of hanging: see [`Gate::open`]).
     fn wait(&self) {
-        let (open, opened) = &*self.0;
-        let guard = open.lock().unwrap();
-        let _ = opened
-            .wait_timeout_while(guard, CLIENT_TIMEOUT, |open| !*open)
+        let (state, opened) = &*self.0;
+        let guard = state.lock().unwrap();
+        let (mut guard, _) = opened
+            .wait_timeout_while(guard, CLIENT_TIMEOUT, |s| !s.open)
             .unwrap();
+        guard.gave_up |= !guard.open;
     }
 
-    /// Open the gate for good: every `hold`, now and later, goes on.
-    pub fn open(&self) {
-        let (open, opened) = &*self.0;
-        *open.lock().unwrap() = true;
+    /// Open the gate for good: every `hold`, now and later, goes on. Returns
+    /// false if a hold had given up before (the test did not judge what it
+    /// meant to while the core was held).
+    pub fn open(&self) -> bool {
+        let (state, opened) = &*self.0;
+        let mut s = state.lock().unwrap();
+        s.open = true;
         opened.notify_all();
+        !s.gave_up
     }
 }
 
@@ -477,17 +489,23 @@ impl Harness {
 
     /// Send `hold` on `blocker` and return once its core is held in it.
     pub fn hold(&self, blocker: &mut TcpStream) {
+        let holds = || self.journal.lines().iter().filter(|l| *l == "hold").count();
+        let before = holds();
         blocker.write_all(b"hold\n").unwrap();
         let give_up = Instant::now() + CLIENT_TIMEOUT;
-        while !self.journal.lines().iter().any(|l| l == "hold") {
+        while holds() == before {
             assert!(Instant::now() < give_up, "the blocker was never read");
             std::thread::sleep(Duration::from_millis(2));
         }
     }
 
-    /// Let every echo session's `hold` go on.
+    /// Let every echo session's `hold` go on; panics if one had given up
+    /// waiting first (its core was not held for all the test needed).
     pub fn release(&self) {
-        self.gate.open();
+        assert!(
+            self.gate.open(),
+            "a hold gave up after {CLIENT_TIMEOUT:?}, before the test released it"
+        );
     }
 
     /// How many admissions the cores logged as handed over by a sibling.
@@ -570,7 +588,7 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         if !self.threads.is_empty() {
-            self.gate.open();
+            let _ = self.gate.open();
             self.control.shut_down(Instant::now());
             self.board.wake_all();
         }

@@ -13,14 +13,19 @@
 use super::response::{field_is_safe, push_field, SERVER};
 
 /// Fields the protocol writes itself (framing, connection management, the
-/// date it must send: RFC 9110 §6.6.1), so an operator may not set them.
-const OWNED: [&str; 6] = [
+/// date it must send: RFC 9110 §6.6.1, the WebSocket handshake's: a client
+/// fails a 101 naming a subprotocol or extension it was not agreed, RFC 6455
+/// §4.1), so an operator may not set them.
+const OWNED: [&str; 9] = [
     "content-length",
     "transfer-encoding",
     "connection",
     "date",
     "upgrade",
     "trailer",
+    "sec-websocket-accept",
+    "sec-websocket-protocol",
+    "sec-websocket-extensions",
 ];
 
 /// What every response gets unless it sets the field itself.
@@ -45,9 +50,13 @@ impl Defaults {
     }
 
     /// Append the fields no name in `set` (the response's own, checked
-    /// case-insensitively) already carries.
+    /// case-insensitively) already carries. A field of `set` that is not safe
+    /// to write was dropped, so it stands in for nothing.
     pub(crate) fn write(&self, set: &[(&str, &[u8])], out: &mut Vec<u8>) {
-        let has = |name: &str| set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        let has = |name: &str| {
+            set.iter()
+                .any(|&(n, v)| n.eq_ignore_ascii_case(name) && field_is_safe(n, v))
+        };
         let mut server = self.server && !has("server");
         for (name, value) in &self.fields {
             server &= !name.eq_ignore_ascii_case("server");
@@ -126,6 +135,15 @@ mod tests {
     }
 
     #[test]
+    fn an_apps_field_dropped_as_unsafe_does_not_stand_in_for_a_default() {
+        let d = with(&["X-Frame-Options: DENY"]);
+        assert_eq!(
+            written(&d, &[("X-Frame-Options", b"a\rb"), ("Server", b"\0")]),
+            "X-Frame-Options: DENY\r\nServer: m0serve\r\n"
+        );
+    }
+
+    #[test]
     fn a_server_field_stands_in_for_ours_even_when_ours_is_off() {
         let d = with(&["Server: edge", "server: v2"]);
         assert_eq!(written(&d, &[]), "Server: edge\r\nserver: v2\r\n");
@@ -147,6 +165,8 @@ mod tests {
             "transfer-encoding: chunked",
             "Connection: close",
             "Date: Mon, 01 Jan 2024 00:00:00 GMT",
+            "Sec-WebSocket-Extensions: permessage-deflate",
+            "sec-websocket-protocol: chat",
         ] {
             assert!(parse_field(bad).is_err(), "{bad:?} was taken");
         }

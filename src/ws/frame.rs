@@ -190,8 +190,6 @@ pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: OpCode, len: usize) {
     put_header(out, (u8::from(fin) << 7) | opcode.bits(), 0, len);
 }
 
-/// The header's first byte as given, then the length in the shortest form
-/// with `mask_bit` (0x80 for a client frame, 0 for a server's) on its byte.
 /// The length of an unmasked (server) frame's header for a `len`-byte payload.
 pub fn header_len(len: usize) -> usize {
     match len {
@@ -201,6 +199,8 @@ pub fn header_len(len: usize) -> usize {
     }
 }
 
+/// The header's first byte as given, then the length in the shortest form
+/// with `mask_bit` (0x80 for a client frame, 0 for a server's) on its byte.
 fn put_header(out: &mut Vec<u8>, b0: u8, mask_bit: u8, len: usize) {
     if len < 126 {
         out.extend_from_slice(&[b0, mask_bit | len as u8]);

@@ -315,9 +315,10 @@ impl HttpSession {
                     ws.conn.write_close(INTERNAL_ERROR, "", out);
                 }
             }
-            // The app's sends are held to its payload bytes still unwritten,
-            // credited as the wire takes the frame: a compressed frame is
-            // smaller, so what compression saved is credited now.
+            // The app's sends are held to their frames' bytes still unwritten
+            // (`counted`: payload and header), credited as the wire takes the
+            // frame: a compressed frame is smaller, so what compression saved
+            // is credited now.
             let framed = out.len() - before;
             if framed < size {
                 ws.exchange.written(size - framed);
