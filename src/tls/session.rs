@@ -49,12 +49,18 @@ const HELD_INPUT: usize = 64 * 1024;
 /// of every ClientHello.
 const HANDSHAKE_RECORD: u8 = 0x16;
 
-/// What a plain-HTTP client on the TLS port is told.
-const PLAIN_ON_TLS_PORT: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+/// What a plain-HTTP client on the TLS port is told, with the `Date` a
+/// 4xx must carry (RFC 9110 §6.6.1).
+fn write_plain_answer(out: &mut Vec<u8>) {
+    out.extend_from_slice(
+        b"HTTP/1.1 400 Bad Request\r\n\
 Content-Type: text/plain; charset=utf-8\r\n\
 Content-Length: 48\r\n\
-Connection: close\r\n\r\n\
-The plain HTTP request was sent to HTTPS port.\r\n";
+Connection: close\r\nDate: ",
+    );
+    crate::http::date::with_now(|date| out.extend_from_slice(date));
+    out.extend_from_slice(b"\r\n\r\nThe plain HTTP request was sent to HTTPS port.\r\n");
+}
 
 /// What every TLS connection of a server shares.
 pub struct TlsShared {
@@ -339,7 +345,7 @@ impl<S: Session + Secured> Session for TlsSession<S> {
                 None => return,
                 Some(&HANDSHAKE_RECORD) => self.phase = Phase::Handshaking,
                 Some(_) => {
-                    self.outgoing.extend_from_slice(PLAIN_ON_TLS_PORT);
+                    write_plain_answer(&mut self.outgoing);
                     self.answered_plain = true;
                     self.phase = Phase::Failed;
                     return;

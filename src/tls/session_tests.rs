@@ -343,6 +343,7 @@ fn plain_http_on_the_tls_port_gets_a_400_at_once() {
     let text = String::from_utf8_lossy(out).to_string();
     assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
     assert!(text.contains("Connection: close"));
+    assert!(text.contains("\r\nDate: "), "a 4xx carries Date: {text}");
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(
         head.contains(&format!("Content-Length: {}", body.len())),
