@@ -185,7 +185,7 @@ impl Session {
         if handshake::is_websocket_request(head) {
             if let Ok(upgrade) = handshake::validate(head) {
                 self.conn
-                    .start_response(101, &upgrade.response_headers(None), &mut self.out);
+                    .start_response(101, &upgrade.response_headers(None, []), &mut self.out);
                 self.conn.finish_response(&mut self.out);
                 return;
             }

@@ -56,7 +56,7 @@ pub fn ws_handshake(data: &[u8]) {
     if let Some(Event::End) = conn.next_event() {
         let chosen = upgrade.subprotocols.first().map(String::as_str);
         let mut out = Vec::new();
-        conn.start_response(101, &upgrade.response_headers(chosen), &mut out);
+        conn.start_response(101, &upgrade.response_headers(chosen, []), &mut out);
         conn.finish_response(&mut out);
         let mut fields = [httparse::EMPTY_HEADER; 16];
         let mut resp = httparse::Response::new(&mut fields);
