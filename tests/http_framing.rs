@@ -11,16 +11,23 @@ use common::{request_bytes, Server, TempDir, HEALTH, TIMEOUT};
 
 /// A server with two small static files whose bodies tell answers apart.
 fn with_files() -> (Server, TempDir) {
+    with_files_and(&[])
+}
+
+/// [`with_files`], with `flags` besides.
+fn with_files_and(flags: &[&str]) -> (Server, TempDir) {
     let dir = TempDir::new("framing");
     dir.write("a.txt", b"alpha\n");
     dir.write("b.txt", b"bravo bravo\n");
     let root = dir.path().to_str().unwrap().to_string();
-    let server = Server::start(&[
+    let mut args = vec![
         "--static-path-route",
         "/static",
         "--static-path-mount",
         &root,
-    ]);
+    ];
+    args.extend_from_slice(flags);
+    let server = Server::start(&args);
     (server, dir)
 }
 
@@ -279,20 +286,13 @@ fn no_server_header_drops_ours_and_keeps_the_date() {
 
 #[test]
 fn header_fields_go_on_every_answer_that_has_none_of_their_name() {
-    let dir = TempDir::new("defaults");
-    dir.write("a.txt", b"alpha\n");
-    let root = dir.path().to_str().unwrap().to_string();
-    let server = Server::start(&[
+    let (server, _dir) = with_files_and(&[
         "--header",
         "X-Frame-Options: DENY",
         "--header",
         "Cache-Control:no-store",
         "--header",
         "Server: edge",
-        "--static-path-route",
-        "/static",
-        "--static-path-mount",
-        &root,
     ]);
     let bad = {
         let mut c = server.connect();

@@ -49,17 +49,26 @@ const HELD_INPUT: usize = 64 * 1024;
 /// of every ClientHello.
 const HANDSHAKE_RECORD: u8 = 0x16;
 
-/// What a plain-HTTP client on the TLS port is told, with the `Date` a
-/// 4xx must carry (RFC 9110 §6.6.1).
+/// What a plain-HTTP client on the TLS port is told: a closing 400, its head
+/// written as every other (with the `Date` a 4xx must carry, RFC 9110
+/// §6.6.1), without our `Server` field (this layer does not hold the
+/// server's defaults).
 fn write_plain_answer(out: &mut Vec<u8>) {
-    out.extend_from_slice(
-        b"HTTP/1.1 400 Bad Request\r\n\
-Content-Type: text/plain; charset=utf-8\r\n\
-Content-Length: 48\r\n\
-Connection: close\r\nDate: ",
-    );
-    crate::http::date::with_now(|date| out.extend_from_slice(date));
-    out.extend_from_slice(b"\r\n\r\nThe plain HTTP request was sent to HTTPS port.\r\n");
+    use crate::http::response::{write_head, RequestSide};
+    const TEXT: &[u8] = b"The plain HTTP request was sent to HTTPS port.\r\n";
+    let req = RequestSide {
+        version: crate::http::Version::Http11,
+        head_request: false,
+        keep_alive: false,
+    };
+    let length = TEXT.len().to_string();
+    let fields: [(&str, &[u8]); 2] = [
+        ("Content-Type", b"text/plain; charset=utf-8"),
+        ("Content-Length", length.as_bytes()),
+    ];
+    let plain = crate::http::Defaults::new(false, Vec::new());
+    write_head(400, &fields, req, &plain, out);
+    out.extend_from_slice(TEXT);
 }
 
 /// What every TLS connection of a server shares.

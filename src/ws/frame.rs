@@ -190,7 +190,8 @@ pub fn write_header(out: &mut Vec<u8>, fin: bool, opcode: OpCode, len: usize) {
     put_header(out, (u8::from(fin) << 7) | opcode.bits(), 0, len);
 }
 
-/// The length of an unmasked (server) frame's header for a `len`-byte payload.
+/// The length of an unmasked (server) frame's header for a `len`-byte
+/// payload: the length's shortest form decides it (see [`put_header`]).
 pub fn header_len(len: usize) -> usize {
     match len {
         0..=125 => 2,
@@ -202,14 +203,16 @@ pub fn header_len(len: usize) -> usize {
 /// The header's first byte as given, then the length in the shortest form
 /// with `mask_bit` (0x80 for a client frame, 0 for a server's) on its byte.
 fn put_header(out: &mut Vec<u8>, b0: u8, mask_bit: u8, len: usize) {
-    if len < 126 {
-        out.extend_from_slice(&[b0, mask_bit | len as u8]);
-    } else if let Ok(len) = u16::try_from(len) {
-        let [a, b] = len.to_be_bytes();
-        out.extend_from_slice(&[b0, mask_bit | 126, a, b]);
-    } else {
-        out.extend_from_slice(&[b0, mask_bit | 127]);
-        out.extend_from_slice(&(len as u64).to_be_bytes());
+    match header_len(len) {
+        2 => out.extend_from_slice(&[b0, mask_bit | len as u8]),
+        4 => {
+            let [a, b] = (len as u16).to_be_bytes();
+            out.extend_from_slice(&[b0, mask_bit | 126, a, b]);
+        }
+        _ => {
+            out.extend_from_slice(&[b0, mask_bit | 127]);
+            out.extend_from_slice(&(len as u64).to_be_bytes());
+        }
     }
 }
 
