@@ -151,6 +151,10 @@ impl<S: Session> Session for Guarded<S> {
         self.ask("closing", true, |s| s.done())
     }
 
+    fn aborted(&self) -> bool {
+        self.ask("closing", true, |s| s.aborted())
+    }
+
     fn deadline(&self) -> Option<Instant> {
         self.ask("timing", None, |s| s.deadline())
     }

@@ -73,6 +73,13 @@ pub trait Session {
     fn wants_read(&self) -> bool;
     /// The connection is finished: close it once the output is drained.
     fn done(&self) -> bool;
+    /// The session gave up on its client and dropped the output it had
+    /// queued (nothing taken for the send timeout, a WebSocket Close never
+    /// answered): close now, cutting a write still in flight, which would
+    /// otherwise wait for as long as the client reads nothing.
+    fn aborted(&self) -> bool {
+        false
+    }
     /// When the session wants [`Session::on_deadline`] called (a read timeout).
     fn deadline(&self) -> Option<Instant>;
     /// The deadline passed.

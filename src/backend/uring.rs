@@ -688,6 +688,11 @@ impl<S: Service> Core<S> {
             let until = l.deadline();
             self.timers
                 .arm(key.slot() as usize, &mut conn.armed, Some(until));
+        } else if !conn.closing && conn.wbuf.is_none() && conn.session.aborted() {
+            // The session dropped what this write was sending; the write
+            // itself would wait for as long as the client reads nothing.
+            self.close(key);
+            self.drive(key)
         } else if !conn.closing {
             if let Err(e) = start_write(&mut self.ring, &mut self.spare, key, conn) {
                 tracing::debug!(core = self.ctx.index, "write failed: {e}");

@@ -575,6 +575,12 @@ impl Session for HttpSession {
             }
     }
 
+    /// Closed with nothing queued: `close_now` dropped the output (a write
+    /// still in flight is part of the queue until it completes otherwise).
+    fn aborted(&self) -> bool {
+        self.closed && self.queue.is_empty()
+    }
+
     fn done(&self) -> bool {
         let finished = match &self.ws {
             Some(ws) => ws.done(),

@@ -422,6 +422,10 @@ impl<S: Session + Secured> Session for TlsSession<S> {
         }
     }
 
+    fn aborted(&self) -> bool {
+        self.phase == Phase::Open && self.inner.aborted()
+    }
+
     fn done(&self) -> bool {
         match self.phase {
             Phase::Failed => true,

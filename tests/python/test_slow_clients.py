@@ -159,6 +159,49 @@ def stall_big(server, interface: str):
     return sock, time.time()
 
 
+def server_side_state(server_port: int, client_port: int):
+    """The TCP state of the server's end of a loopback connection (None once
+    the kernel has let it go), from /proc/net/tcp."""
+    states = {"01": "ESTABLISHED", "04": "FIN_WAIT1", "05": "FIN_WAIT2", "06": "TIME_WAIT",
+              "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0B": "CLOSING"}
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            local, remote, state = fields[1], fields[2], fields[3]
+            if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+                return states.get(state, state)
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads socket states from /proc/net/tcp (Linux)")
+@pytest.mark.parametrize("interface", ["wsgi", "asgi"])
+def test_a_client_that_never_reads_is_disconnected_at_the_send_timeout(serve, interface):
+    """The connection closes, not only the view's write: a send still in
+    flight to a client that reads nothing must not hold it (and its slot
+    under --max-connections) open for as long as the client stays."""
+    flags = ["--blocking-threads", "2", "--send-timeout", "1"]
+    if interface == "asgi":
+        flags += ["--interface", "asgi"]
+    server = serve(f"slow_clients:{interface}", *flags)
+    sock, asked = stall_big(server, interface)
+    client_port = sock.getsockname()[1]
+    try:
+        assert server_side_state(server.address[1], client_port) == "ESTABLISHED"
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            state = server_side_state(server.address[1], client_port)
+            if state != "ESTABLISHED":
+                break
+            time.sleep(0.1)
+        assert state != "ESTABLISHED", "the server still holds the connection 8 s into a 1 s send timeout"
+        # Filling the buffers takes a moment; then at most the timeout, plus slack.
+        assert time.time() - asked <= 1 + 2.5
+        assert get_json(server, "/fast") == "fast"
+    finally:
+        sock.close()
+
+
 @pytest.mark.parametrize("interface", ["wsgi", "asgi"])
 def test_a_client_that_never_reads_makes_the_views_write_fail_within_the_send_timeout(serve, interface):
     flags = ["--blocking-threads", "2", "--send-timeout", "1"]

@@ -221,8 +221,10 @@ fn a_client_that_reads_nothing_for_the_send_timeout_is_closed_and_the_apps_write
     assert!(armed < later + Duration::from_secs(3));
     s.on_deadline(later + Duration::from_secs(2));
     assert!(!s.done(), "not before the deadline");
+    assert!(!s.aborted(), "a write in flight is still to finish");
     s.on_deadline(later + Duration::from_secs(3));
     assert!(s.done(), "closed");
+    assert!(s.aborted(), "a write in flight is cut, not waited for");
     assert!(
         matches!(s.output(), Output::None),
         "what was queued is dropped"
