@@ -143,6 +143,16 @@ impl<S: Session> Session for Guarded<S> {
         self.call("writing", |s| s.on_sent(n, now));
     }
 
+    fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
+        let mut lent = None;
+        self.call("writing", |s| lent = s.lend_output());
+        lent
+    }
+
+    fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
+        self.call("writing", |s| s.on_sent_lent(buf, n, now));
+    }
+
     fn wants_read(&self) -> bool {
         self.ask("reading", false, |s| s.wants_read())
     }

@@ -68,6 +68,21 @@ pub trait Session {
     fn output(&mut self) -> Output<'_>;
     /// `n` bytes of the last [`Session::output`] were written.
     fn on_sent(&mut self, n: usize, now: Instant);
+    /// The next bytes to write as the buffer that holds them, lent whole to
+    /// a backend that must own what it writes until the write completes
+    /// (io_uring), so that it sends them without copying: `(buf, from)`,
+    /// the bytes being `buf[from..]`. `None` where the session has no buffer
+    /// worth lending; the backend then copies from [`Session::output`]. Until
+    /// the buffer comes back with [`Session::on_sent_lent`], `output` is
+    /// [`Output::None`] and nothing more is lent.
+    fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
+        None
+    }
+    /// A lent buffer is back: `n` of its bytes were written (as `on_sent`).
+    fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
+        drop(buf);
+        self.on_sent(n, now);
+    }
     /// Whether the session wants more input now (false while a response is
     /// being produced, so pipelined requests wait in the kernel's buffer).
     fn wants_read(&self) -> bool;

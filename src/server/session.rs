@@ -55,6 +55,14 @@ use websocket::WsSession;
 /// reading cannot make the server buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 1 << 20;
 
+/// A body piece at least this long is queued as the buffer it came in,
+/// neither copied into the output nor coalesced with what follows, and is lent
+/// to a backend that sends from it ([`Session::lend_output`]): a large
+/// answer then crosses user space once, from the app's buffer to the kernel.
+/// Shorter pieces are gathered, so a small answer's head and body go out in
+/// one write.
+const WHOLE_PIECE: usize = 16 * 1024;
+
 /// How long a drain waits for the first request of a connection accepted
 /// just before it (then the connection closes as an idle one would).
 const FRESH_GRACE: Duration = Duration::from_secs(1);
@@ -162,6 +170,10 @@ impl Service for HttpService {
 enum Chunk {
     Bytes {
         buf: Vec<u8>,
+        pos: usize,
+    },
+    /// A `Bytes` whose buffer is lent to the backend for a write in flight.
+    Lent {
         pos: usize,
     },
     File {
@@ -353,29 +365,54 @@ impl HttpSession {
     /// being written, after what `out` holds (framed for the response's
     /// framing). Returns how many body bytes were queued.
     fn queue_file(&mut self, file: File, offset: u64, len: u64, out: &mut Vec<u8>) -> u64 {
+        self.queue_whole(len, out, |len| Chunk::File {
+            file,
+            offset,
+            remaining: len,
+        })
+    }
+
+    /// Queue a body piece of [`WHOLE_PIECE`] or more as it is, after what
+    /// `out` holds (framed, and cut to a declared length). Returns how many
+    /// of its bytes were queued.
+    fn queue_piece(&mut self, mut piece: Vec<u8>, out: &mut Vec<u8>) -> u64 {
+        self.queue_whole(piece.len() as u64, out, |len| {
+            piece.truncate(len as usize);
+            Chunk::Bytes { buf: piece, pos: 0 }
+        })
+    }
+
+    /// Frame `len` body bytes that are queued as their own chunk, not
+    /// written into `out`: what `out` holds goes first, the frame's tail
+    /// (a chunk's CRLF) is left in `out` after them.
+    fn queue_whole(
+        &mut self,
+        len: u64,
+        out: &mut Vec<u8>,
+        chunk: impl FnOnce(u64) -> Chunk,
+    ) -> u64 {
         let (len, tail) = self.conn.file_body(len, out);
         if len > 0 {
             self.push_bytes(std::mem::take(out));
             self.queued += len;
-            self.queue.push_back(Chunk::File {
-                file,
-                offset,
-                remaining: len,
-            });
+            self.queue.push_back(chunk(len));
         }
         out.extend_from_slice(tail);
         len
     }
 
+    /// Queue `bytes`, gathered into the last chunk while that is short (one
+    /// write for a small answer; a lent or whole piece is never grown).
     fn push_bytes(&mut self, bytes: Vec<u8>) {
         if bytes.is_empty() {
             return;
         }
         self.queued += bytes.len() as u64;
-        if let Some(Chunk::Bytes { buf, .. }) = self.queue.back_mut() {
-            buf.extend_from_slice(&bytes);
-        } else {
-            self.queue.push_back(Chunk::Bytes { buf: bytes, pos: 0 });
+        match self.queue.back_mut() {
+            Some(Chunk::Bytes { buf, .. }) if buf.len() < WHOLE_PIECE => {
+                buf.extend_from_slice(&bytes)
+            }
+            _ => self.queue.push_back(Chunk::Bytes { buf: bytes, pos: 0 }),
         }
     }
 
@@ -508,7 +545,8 @@ impl Session for HttpSession {
 
     fn output(&mut self) -> Output<'_> {
         match self.queue.front() {
-            None => Output::None,
+            // The lent buffer's write is in flight: nothing more meanwhile.
+            None | Some(Chunk::Lent { .. }) => Output::None,
             Some(Chunk::Bytes { buf, pos }) => Output::Bytes(&buf[*pos..]),
             Some(Chunk::File {
                 file,
@@ -519,6 +557,32 @@ impl Session for HttpSession {
                 offset: *offset,
                 len: (*remaining).min(1 << 30) as usize,
             },
+        }
+    }
+
+    fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
+        let front = self.queue.front_mut()?;
+        match front {
+            // The rest of one too: a partial send leaves it lent as it was.
+            Chunk::Bytes { buf, pos } if buf.len() >= WHOLE_PIECE => {
+                let pos = *pos;
+                let Chunk::Bytes { buf, .. } = std::mem::replace(front, Chunk::Lent { pos }) else {
+                    unreachable!("matched above")
+                };
+                Some((buf, pos))
+            }
+            _ => None,
+        }
+    }
+
+    fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
+        // Not lent any more only if `close_now` dropped the queue meanwhile.
+        if let Some(front @ Chunk::Lent { .. }) = self.queue.front_mut() {
+            let Chunk::Lent { pos } = *front else {
+                unreachable!("matched above")
+            };
+            *front = Chunk::Bytes { buf, pos };
+            self.on_sent(n, now);
         }
     }
 
@@ -540,7 +604,7 @@ impl Session for HttpSession {
             ws.written(n);
         }
         let finished = match self.queue.front_mut() {
-            None => false,
+            None | Some(Chunk::Lent { .. }) => false,
             Some(Chunk::Bytes { buf, pos }) => {
                 *pos += n;
                 *pos >= buf.len()

@@ -322,7 +322,21 @@ impl Ring {
     /// Send `buf[..buf.len()]` (MSG_NOSIGNAL: a closed peer is an EPIPE, not a
     /// signal); the buffer comes back in [`Completion::Sent`].
     pub fn send(&mut self, token: Token, fd: BorrowedFd<'_>, buf: Vec<u8>) -> io::Result<()> {
-        let entry = opcode::Send::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), op_len(&buf))
+        self.send_from(token, fd, buf, 0)
+    }
+
+    /// Send `buf[from..]`, as [`Ring::send`]: the buffer comes back whole,
+    /// so a caller can send from the middle of one it keeps. Panics if
+    /// `from` is past the end.
+    pub fn send_from(
+        &mut self,
+        token: Token,
+        fd: BorrowedFd<'_>,
+        buf: Vec<u8>,
+        from: usize,
+    ) -> io::Result<()> {
+        let bytes = &buf[from..];
+        let entry = opcode::Send::new(types::Fd(fd.as_raw_fd()), bytes.as_ptr(), op_len(bytes))
             .flags(libc::MSG_NOSIGNAL)
             .build();
         self.start(encode(Kind::Send, token), entry, Held::Buf(buf))

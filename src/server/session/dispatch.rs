@@ -30,7 +30,7 @@ use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
 
-use super::{access_log, HttpSession};
+use super::{access_log, HttpSession, WHOLE_PIECE};
 
 /// The request the application is answering.
 pub(super) struct AppCall {
@@ -302,8 +302,12 @@ impl HttpSession {
                 }
             }
             ResponseEvent::Body(data) if call.status.is_some() => {
-                self.conn.write_body(&data, out);
                 call.sent += data.len() as u64;
+                if data.len() >= WHOLE_PIECE {
+                    self.queue_piece(data, out);
+                } else {
+                    self.conn.write_body(&data, out);
+                }
             }
             ResponseEvent::File { file, offset, len } if call.status.is_some() => {
                 call.sent += self.queue_file(file, offset, len, out);

@@ -489,6 +489,95 @@ fn a_file_event_is_sent_from_the_file_in_any_framing() {
     std::fs::remove_file(path).unwrap();
 }
 
+/// What the session writes, driven as io_uring drives it: a buffer it lends
+/// is sent from (at most `most` bytes a write, so a lent buffer goes out in
+/// several), the rest copied from `output`. Returns the bytes and how many
+/// long the lent buffer was at each write from one.
+fn drain_lending(s: &mut HttpSession, most: usize) -> (Vec<u8>, Vec<usize>) {
+    let (mut all, mut lent) = (Vec::new(), Vec::new());
+    loop {
+        if let Some((buf, from)) = s.lend_output() {
+            assert!(matches!(s.output(), Output::None), "output while lent");
+            assert!(s.lend_output().is_none(), "lent twice");
+            let n = (buf.len() - from).min(most);
+            all.extend_from_slice(&buf[from..from + n]);
+            lent.push(buf.len());
+            s.on_sent_lent(buf, n, Instant::now());
+            continue;
+        }
+        let n = match s.output() {
+            Output::None => return (all, lent),
+            Output::Bytes(b) => {
+                let n = b.len().min(most);
+                all.extend_from_slice(&b[..n]);
+                n
+            }
+            Output::File { .. } => unreachable!("no files here"),
+        };
+        s.on_sent(n, Instant::now());
+    }
+}
+
+#[test]
+fn a_big_body_piece_is_lent_whole_in_every_framing() {
+    let piece: Vec<u8> = (0..40_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let sent = piece.clone();
+    let (mut s, _app, board) = app_session(ThreadApp::new(move |req, ex| {
+        let mut headers = Fields::default();
+        if req.head.path() == "/sized" {
+            headers.push("Content-Length", b"30000");
+        }
+        send(
+            &ex,
+            ResponseEvent::Start {
+                status: 200,
+                headers,
+            },
+        )
+        .unwrap();
+        send(&ex, ResponseEvent::Body(sent.clone())).unwrap();
+        send(&ex, ResponseEvent::Body(b"tail".to_vec())).unwrap();
+        send(&ex, ResponseEvent::End).unwrap();
+    }));
+    let serve = |s: &mut HttpSession, request: &[u8]| {
+        s.on_read(request, Instant::now());
+        let start = Instant::now();
+        let (mut out, mut lent) = (Vec::new(), Vec::new());
+        loop {
+            let (bytes, lends) = drain_lending(s, 7000);
+            out.extend(bytes);
+            lent.extend(lends);
+            if s.idle() {
+                return (String::from_utf8(out).unwrap(), lent);
+            }
+            assert!(start.elapsed() < Duration::from_secs(5), "no answer");
+            if board.take_ready(0).count() > 0 {
+                s.on_notify(Instant::now());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let text = String::from_utf8(piece).unwrap();
+    let (out, lent) = serve(&mut s, b"GET /chunked HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+    assert_eq!(dechunk(body), format!("{text}tail"));
+    assert_eq!(
+        lent, [40_000; 6],
+        "the app's own 40,000 bytes lent, and sent 7,000 at a time"
+    );
+    let (out, lent) = serve(&mut s, b"GET /sized HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("Content-Length: 30000\r\n"), "{head}");
+    assert_eq!(body, &text[..30000], "cut to the declared length");
+    assert_eq!(lent, [30_000; 5], "the piece, cut to the length, lent");
+    let (out, lent) = serve(&mut s, b"HEAD /chunked HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(
+        out.ends_with("\r\n\r\n") && lent.is_empty(),
+        "a body to HEAD: {out}"
+    );
+}
+
 #[test]
 fn continue_is_sent_when_the_app_first_reads_the_body() {
     let (mut s, _app, board) = app_session(ThreadApp::new(|_req, ex| {
