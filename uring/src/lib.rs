@@ -8,10 +8,12 @@
 //!   processes share a listener;
 //! - [`Ring::recv`] into the ring's own pool of receive buffers, taken only
 //!   when bytes arrive ([`Received`], given back with [`Ring::give_back`]);
-//! - [`Ring::send`] and [`Ring::read_at`] on caller-owned buffers that travel
-//!   with the operation and come back in its completion;
+//! - [`Ring::send`] (and [`Ring::send_from`]) on caller-owned buffers that
+//!   travel with the operation and come back in its completion;
 //! - [`Ring::watch_hangup`]: a poll that completes when the peer hangs up,
 //!   for a connection that has no recv armed to notice it;
+//! - [`Ring::watch_writable`]: a poll that completes when a socket has room,
+//!   for a write made outside the ring (`sendfile`) that found it full;
 //! - one timer for the caller's next deadline ([`Ring::set_timer`]);
 //! - a [`Waker`] other threads use to interrupt the ring's wait;
 //! - [`Token`]: the slot and generation an operation belongs to, encoded in

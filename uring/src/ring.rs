@@ -64,9 +64,10 @@ impl Default for Config {
 pub enum Op {
     Recv,
     Send,
-    ReadAt,
     /// A [`Ring::watch_hangup`] poll.
     Poll,
+    /// A [`Ring::watch_writable`] poll.
+    Writable,
 }
 
 impl Op {
@@ -74,8 +75,8 @@ impl Op {
         match self {
             Op::Recv => Kind::Recv,
             Op::Send => Kind::Send,
-            Op::ReadAt => Kind::ReadAt,
             Op::Poll => Kind::Poll,
+            Op::Writable => Kind::Writable,
         }
     }
 }
@@ -113,16 +114,17 @@ pub enum Completion {
         buf: Vec<u8>,
         result: io::Result<usize>,
     },
-    /// A positioned file read finished: `buf[..n]` holds the bytes.
-    ReadAt {
-        token: Token,
-        buf: Vec<u8>,
-        result: io::Result<usize>,
-    },
     /// A [`Ring::watch_hangup`] poll fired (or was cancelled: `ECANCELED`).
     Hangup {
         token: Token,
         result: io::Result<Hangup>,
+    },
+    /// A [`Ring::watch_writable`] poll fired: the socket takes bytes again
+    /// (or failed, or was hung up: the next write says which), or was
+    /// cancelled (`ECANCELED`).
+    Writable {
+        token: Token,
+        result: io::Result<()>,
     },
     /// The timer set with [`Ring::set_timer`] expired.
     Timer,
@@ -342,19 +344,13 @@ impl Ring {
         self.start(encode(Kind::Send, token), entry, Held::Buf(buf))
     }
 
-    /// Read up to `buf.len()` bytes of file `fd` at `offset` (the file stays
-    /// the caller's; a wrong fd yields an error, never unsoundness).
-    pub fn read_at(
-        &mut self,
-        token: Token,
-        fd: RawFd,
-        offset: u64,
-        mut buf: Vec<u8>,
-    ) -> io::Result<()> {
-        let entry = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), op_len(&buf))
-            .offset(offset)
-            .build();
-        self.start(encode(Kind::ReadAt, token), entry, Held::Buf(buf))
+    /// Complete once socket `fd` has room to write (`POLLOUT`; an error or
+    /// a hang-up completes it too), for a write made outside the ring (a
+    /// `sendfile`) that found the socket full. One-shot; at most one per
+    /// token. Ends with [`Completion::Writable`].
+    pub fn watch_writable(&mut self, token: Token, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let entry = opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLOUT as u32).build();
+        self.start(encode(Kind::Writable, token), entry, Held::Nothing)
     }
 
     /// Complete once the peer of socket `fd` hangs up: `POLLRDHUP` (its FIN),
@@ -493,14 +489,11 @@ impl Ring {
                 };
                 Some(Completion::Received { token, result })
             }
-            Kind::Send | Kind::ReadAt => {
+            Kind::Send => {
                 let Some(Held::Buf(buf)) = self.in_flight.remove(&user_data) else {
                     return None;
                 };
-                Some(match kind {
-                    Kind::Send => Completion::Sent { token, buf, result },
-                    _ => Completion::ReadAt { token, buf, result },
-                })
+                Some(Completion::Sent { token, buf, result })
             }
             Kind::Poll => {
                 self.in_flight.remove(&user_data)?;
@@ -512,6 +505,13 @@ impl Ring {
                     }
                 });
                 Some(Completion::Hangup { token, result })
+            }
+            Kind::Writable => {
+                self.in_flight.remove(&user_data)?;
+                Some(Completion::Writable {
+                    token,
+                    result: result.map(drop),
+                })
             }
             Kind::Timer => {
                 self.in_flight.remove(&user_data);

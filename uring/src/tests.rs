@@ -250,23 +250,6 @@ fn one_op_of_a_kind_per_token() {
 }
 
 #[test]
-fn read_at_reads_a_file_at_an_offset() {
-    let path = std::env::temp_dir().join(format!("m0serve-uring-{}", std::process::id()));
-    std::fs::write(&path, b"0123456789").unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let mut ring = Ring::new(Config::default()).unwrap();
-    ring.read_at(Token::new(0, 0), file.as_raw_fd(), 4, vec![0; 3])
-        .unwrap();
-    let Some(Completion::ReadAt { buf, result, .. }) =
-        collect(&mut ring, 1, |c| matches!(c, Completion::ReadAt { .. })).pop()
-    else {
-        unreachable!()
-    };
-    std::fs::remove_file(&path).unwrap();
-    assert_eq!(&buf[..result.unwrap()], b"456");
-}
-
-#[test]
 fn the_timer_fires_at_its_deadline_and_an_earlier_one_replaces_it() {
     let mut ring = Ring::new(Config::default()).unwrap();
     let start = Instant::now();
@@ -609,4 +592,57 @@ fn a_ring_closed_after_its_wake_up_strands_the_connection() {
     }
     drop(gone);
     assert_stranded(&l, &mut behind);
+}
+
+#[test]
+fn a_writable_poll_waits_for_room() {
+    let l = listener();
+    let mut ring = Ring::new(Config::default()).unwrap();
+    ring.arm_accept(l.as_fd()).unwrap();
+    let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let fd = accepted(&mut ring);
+    // Fill the socket (it is non-blocking): the client reads nothing yet.
+    let chunk = [7u8; 65536];
+    let mut filled = 0usize;
+    loop {
+        // SAFETY: `chunk` is valid for its length; `fd` is open for the call.
+        let n = unsafe { libc::send(fd.as_raw_fd(), chunk.as_ptr().cast(), chunk.len(), 0) };
+        if n < 0 {
+            assert_eq!(
+                std::io::Error::last_os_error().kind(),
+                std::io::ErrorKind::WouldBlock
+            );
+            break;
+        }
+        filled += n as usize;
+    }
+    let token = Token::new(3, 2);
+    ring.watch_writable(token, fd.as_fd()).unwrap();
+    assert!(
+        ring.watch_writable(token, fd.as_fd()).is_err(),
+        "one poll per token"
+    );
+    let early = drain_for(&mut ring, Duration::from_millis(100));
+    assert!(
+        !early
+            .iter()
+            .any(|c| matches!(c, Completion::Writable { .. })),
+        "fired while the socket was full"
+    );
+    // The client takes everything: there is room again.
+    let mut got = vec![0u8; filled];
+    client.read_exact(&mut got).unwrap();
+    match collect(&mut ring, 1, |c| matches!(c, Completion::Writable { .. })).pop() {
+        Some(Completion::Writable { token: t, result }) => {
+            assert_eq!(t, token);
+            result.unwrap();
+        }
+        _ => unreachable!(),
+    }
+    // With room already, it fires at once.
+    ring.watch_writable(token, fd.as_fd()).unwrap();
+    match collect(&mut ring, 1, |c| matches!(c, Completion::Writable { .. })).pop() {
+        Some(Completion::Writable { result, .. }) => result.unwrap(),
+        _ => unreachable!(),
+    }
 }

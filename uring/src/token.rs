@@ -13,7 +13,6 @@ pub(crate) enum Kind {
     Accept = 1,
     Recv = 2,
     Send = 3,
-    ReadAt = 4,
     Timer = 5,
     Wake = 6,
     /// A cancel request (AsyncCancel or TimeoutRemove): its own completion
@@ -21,6 +20,8 @@ pub(crate) enum Kind {
     Cancel = 7,
     /// A poll for the peer's hang-up ([`crate::Ring::watch_hangup`]).
     Poll = 8,
+    /// A poll for room to write ([`crate::Ring::watch_writable`]).
+    Writable = 9,
 }
 
 impl Kind {
@@ -29,11 +30,11 @@ impl Kind {
             1 => Kind::Accept,
             2 => Kind::Recv,
             3 => Kind::Send,
-            4 => Kind::ReadAt,
             5 => Kind::Timer,
             6 => Kind::Wake,
             7 => Kind::Cancel,
             8 => Kind::Poll,
+            9 => Kind::Writable,
             _ => return None,
         })
     }
