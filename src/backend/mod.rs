@@ -70,7 +70,7 @@ pub trait Session {
     fn on_sent(&mut self, n: usize, now: Instant);
     /// The next bytes to write as the buffer that holds them, lent whole to
     /// a backend that must own what it writes until the write completes
-    /// (io_uring), so that it sends them without copying: `(buf, from)`,
+    /// (io_uring), so that it sends them without a copy in user space: `(buf, from)`,
     /// the bytes being `buf[from..]`. `None` where the session has no buffer
     /// worth lending; the backend then copies from [`Session::output`]. Until
     /// the buffer comes back with [`Session::on_sent_lent`], `output` is
@@ -90,8 +90,9 @@ pub trait Session {
     fn done(&self) -> bool;
     /// The session gave up on its client and dropped the output it had
     /// queued (nothing taken for the send timeout, a WebSocket Close never
-    /// answered): close now, cutting a write still in flight, which would
-    /// otherwise wait for as long as the client reads nothing.
+    /// answered, a TLS abort): close now, cutting a write still in flight,
+    /// which would otherwise wait for as long as the client reads nothing.
+    /// Not for a session that is merely done: its last write is finished.
     fn aborted(&self) -> bool {
         false
     }

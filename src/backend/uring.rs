@@ -93,6 +93,10 @@ use super::{sendfile, Accepted, CoreContext, Output, Service, Session, Wake};
 const READ_BUF: usize = 16 * 1024;
 /// The most one send (or one file read) moves.
 const WRITE_BUF: usize = 16 * 1024;
+
+/// File bytes one connection may `sendfile` in one write before the pass
+/// moves on to other connections (its writable poll brings it back).
+const FILE_TURN: usize = 1 << 20;
 /// Accepted connections waiting for admission beyond this stop the multishot:
 /// the rest wait in the kernel's backlog rather than in our memory.
 const PENDING_CAP: usize = 1024;
@@ -369,8 +373,8 @@ impl<S: Service> Core<S> {
         self.drive(key);
     }
 
-    /// The socket a file's `sendfile` found full has room again (or the
-    /// poll failed: the next write tells).
+    /// The socket a file's `sendfile` found full has room again (a failed
+    /// poll closes the connection).
     fn on_writable(&mut self, key: Key, result: io::Result<()>) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
@@ -891,12 +895,15 @@ fn start_write<T: Session>(
     key: Key,
     conn: &mut Conn<T>,
 ) -> io::Result<()> {
+    let mut from_files = 0;
     loop {
         let Some(held) = conn.wbuf.take() else {
             return Ok(()); // one write at a time
         };
         if let Some((buf, from)) = conn.session.lend_output() {
             // Sent straight from the session's buffer, not copied into ours.
+            // Refused, the buffer is lost with the operation; the caller
+            // closes the connection, whose session is then dropped lent.
             recycle(spare, Some(held));
             let started = ring.send_from(token(key), conn.fd.as_fd(), buf, from);
             match started {
@@ -913,11 +920,22 @@ fn start_write<T: Session>(
             }
             Output::File { fd, offset, len } if len > 0 => {
                 conn.wbuf = Some(held);
-                match sendfile::send_file(conn.fd.as_fd(), fd, offset, len) {
+                // A turn's worth written (a fast client on a big file): the
+                // poll, which fires at once while there is room, lets the
+                // pass serve the other connections first.
+                let sent = if from_files < FILE_TURN {
+                    sendfile::send_file(conn.fd.as_fd(), fd, offset, len)
+                } else {
+                    Err(io::ErrorKind::WouldBlock.into())
+                };
+                match sent {
                     // A file shorter than the length the session promised.
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     // Written: go on with what follows.
-                    Ok(n) => conn.session.on_sent(n, Instant::now()),
+                    Ok(n) => {
+                        from_files += n;
+                        conn.session.on_sent(n, Instant::now());
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         recycle(spare, conn.wbuf.take());

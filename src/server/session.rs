@@ -156,6 +156,7 @@ impl Service for HttpService {
             ws: None,
             queued: 0,
             closed: false,
+            given_up: false,
             eof: false,
             shutting: false,
             peer: peer.clone(),
@@ -216,6 +217,8 @@ pub struct HttpSession {
     queued: u64,
     /// Closed by a timeout or a failed answer: done regardless of the protocol's state.
     closed: bool,
+    /// Closed because the client took nothing (see `give_up_on_client`).
+    given_up: bool,
     eof: bool,
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
@@ -402,7 +405,8 @@ impl HttpSession {
     }
 
     /// Queue `bytes`, gathered into the last chunk while that is short (one
-    /// write for a small answer; a lent or whole piece is never grown).
+    /// write for a small answer; a lent chunk, or one of [`WHOLE_PIECE`] or
+    /// more, is never grown).
     fn push_bytes(&mut self, bytes: Vec<u8>) {
         if bytes.is_empty() {
             return;
@@ -483,6 +487,13 @@ impl HttpSession {
     fn send_deadline(&self) -> Option<Instant> {
         self.send_since
             .map(|since| since + self.shared.send_timeout)
+    }
+
+    /// [`close_now`](Self::close_now) a client that stopped taking what is
+    /// sent to it: the write in flight is cut too ([`Session::aborted`]).
+    fn give_up_on_client(&mut self) {
+        self.given_up = true;
+        self.close_now();
     }
 
     /// Closed for good: nothing more is read or written, and an app still
@@ -639,10 +650,8 @@ impl Session for HttpSession {
             }
     }
 
-    /// Closed with nothing queued: `close_now` dropped the output (a write
-    /// still in flight is part of the queue until it completes otherwise).
     fn aborted(&self) -> bool {
-        self.closed && self.queue.is_empty()
+        self.given_up
     }
 
     fn done(&self) -> bool {
@@ -664,7 +673,7 @@ impl Session for HttpSession {
         if self.send_deadline().is_some_and(|d| d <= now) {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);
-            self.close_now();
+            self.give_up_on_client();
         } else if self.ws.is_some() && self.deadline.is_some_and(|d| d <= now) {
             self.ws_deadline(now);
         } else if self.deadline.is_some_and(|d| d <= now) {

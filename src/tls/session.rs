@@ -138,6 +138,8 @@ pub struct TlsSession<S> {
     closing: bool,
     /// Plain HTTP came and was answered 400 in plain text.
     answered_plain: bool,
+    /// `abort` dropped `outgoing`: a write in flight is cut too.
+    dropped: bool,
     /// Since when `outgoing` has waited for the client to take any of it.
     stalled_since: Option<Instant>,
     /// Scratch for plaintext on its way in or out.
@@ -163,6 +165,7 @@ impl<S: Session + Secured> TlsSession<S> {
             eof_told: false,
             closing: false,
             answered_plain: false,
+            dropped: false,
             stalled_since: None,
             scratch: Vec::new(),
         }
@@ -187,6 +190,7 @@ impl<S: Session + Secured> TlsSession<S> {
     /// nothing, a timeout).
     fn abort(&mut self, why: &str) {
         tracing::debug!("TLS connection closed: {why}");
+        self.dropped = true;
         self.phase = Phase::Failed;
         self.incoming = Vec::new();
         self.outgoing = Vec::new();
@@ -423,7 +427,7 @@ impl<S: Session + Secured> Session for TlsSession<S> {
     }
 
     fn aborted(&self) -> bool {
-        self.phase == Phase::Open && self.inner.aborted()
+        self.dropped || (self.phase == Phase::Open && self.inner.aborted())
     }
 
     fn done(&self) -> bool {

@@ -505,8 +505,13 @@ fn a_client_that_takes_no_output_is_dropped_after_the_send_timeout() {
     assert!(limit > now + Duration::from_secs(29), "{:?}", limit - now);
     s.on_deadline(limit - Duration::from_secs(1));
     assert!(!s.done(), "dropped before the send timeout");
+    assert!(!s.aborted());
     s.on_deadline(limit);
     assert!(s.done(), "a stalled client held its connection");
+    assert!(
+        s.aborted(),
+        "a write in flight to the stalled client is not cut"
+    );
     assert!(matches!(s.output(), Output::None), "still asks to send");
 }
 

@@ -208,7 +208,7 @@ impl HttpSession {
             } else {
                 Cause::ServerClosed
             });
-            return self.close_now();
+            return self.give_up_on_client();
         }
         let mut out = Vec::new();
         if let Some(k) = keepalive.filter(|_| ws.open()) {
