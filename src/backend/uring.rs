@@ -91,7 +91,7 @@ use super::{sendfile, Accepted, CoreContext, Output, Service, Session, Wake};
 
 /// The most one recv (or the admission's eager read) takes.
 const READ_BUF: usize = 16 * 1024;
-/// The most one send (or one file read) moves.
+/// The most one send of copied bytes moves.
 const WRITE_BUF: usize = 16 * 1024;
 
 /// File bytes one connection may `sendfile` in one write before the pass

@@ -394,7 +394,7 @@ impl HttpSession {
         out: &mut Vec<u8>,
         chunk: impl FnOnce(u64) -> Chunk,
     ) -> u64 {
-        let (len, tail) = self.conn.file_body(len, out);
+        let (len, tail) = self.conn.external_body(len, out);
         if len > 0 {
             self.push_bytes(std::mem::take(out));
             self.queued += len;
@@ -572,27 +572,22 @@ impl Session for HttpSession {
     }
 
     fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
-        let front = self.queue.front_mut()?;
-        match front {
-            // The rest of one too: a partial send leaves it lent as it was.
-            Chunk::Bytes { buf, pos } if buf.len() >= WHOLE_PIECE => {
-                let pos = *pos;
-                let Chunk::Bytes { buf, .. } = std::mem::replace(front, Chunk::Lent { pos }) else {
-                    unreachable!("matched above")
-                };
-                Some((buf, pos))
-            }
-            _ => None,
+        // The rest of one too: a partial send leaves it lent as it was.
+        let Some(Chunk::Bytes { buf, pos }) = self.queue.front_mut() else {
+            return None;
+        };
+        if buf.len() < WHOLE_PIECE {
+            return None;
         }
+        let lent = (std::mem::take(buf), *pos);
+        self.queue[0] = Chunk::Lent { pos: lent.1 };
+        Some(lent)
     }
 
     fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
         // Not lent any more only if `close_now` dropped the queue meanwhile.
-        if let Some(front @ Chunk::Lent { .. }) = self.queue.front_mut() {
-            let Chunk::Lent { pos } = *front else {
-                unreachable!("matched above")
-            };
-            *front = Chunk::Bytes { buf, pos };
+        if let Some(&Chunk::Lent { pos }) = self.queue.front() {
+            self.queue[0] = Chunk::Bytes { buf, pos };
             self.on_sent(n, now);
         }
     }

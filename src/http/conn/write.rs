@@ -90,10 +90,11 @@ impl ServerConn {
         }
     }
 
-    /// Frames `len` body bytes the caller writes itself (a file) after `out`,
-    /// for any framing: returns how many of them to write and what to append
-    /// after them (see `BodyWriter::external`). Nothing before `start_response`.
-    pub fn file_body(&mut self, len: u64, out: &mut Vec<u8>) -> (u64, &'static [u8]) {
+    /// Frames `len` body bytes the caller writes itself (a file, or a buffer
+    /// queued whole) after `out`, for any framing: returns how many of them
+    /// to write and what to append after them (see `BodyWriter::external`).
+    /// Nothing before `start_response`.
+    pub fn external_body(&mut self, len: u64, out: &mut Vec<u8>) -> (u64, &'static [u8]) {
         match &mut self.exchange {
             Some(Exchange {
                 response: Response::Started { body, .. },
