@@ -103,7 +103,7 @@ impl Upgrade {
             headers.push(("Sec-WebSocket-Extensions", agreed.response()));
         }
         for (name, value) in app {
-            if app_may_set(name, subprotocol.is_some()) {
+            if app_may_set(name) {
                 headers.push((name, value));
             } else {
                 tracing::warn!(
@@ -121,18 +121,18 @@ impl Upgrade {
 /// breaks the answer, and an extension the server did not agree to would
 /// have the client expect frames it never gets (RFC 6455 §9.1: a server
 /// answers only with extensions it speaks). `Sec-WebSocket-Protocol` is the
-/// app's through its `subprotocol`; in its headers it is kept only when that
-/// was not given (a client refuses two).
-fn app_may_set(name: &str, subprotocol: bool) -> bool {
-    const OURS: [&str; 4] = [
+/// app's only through `subprotocol`, which the app interface checks against
+/// the client's offer (RFC 6455 §4.1: a client fails the connection on a
+/// subprotocol it did not offer, or on two).
+fn app_may_set(name: &str) -> bool {
+    const OURS: [&str; 5] = [
         "upgrade",
         "connection",
         "sec-websocket-accept",
         "sec-websocket-extensions",
+        "sec-websocket-protocol",
     ];
-    let ours = OURS.iter().any(|o| name.eq_ignore_ascii_case(o));
-    let chosen = subprotocol && name.eq_ignore_ascii_case("sec-websocket-protocol");
-    !(ours || chosen)
+    !OURS.iter().any(|o| name.eq_ignore_ascii_case(o))
 }
 
 /// Whether `head` asks for a WebSocket: its `Upgrade` lists `websocket`, in
@@ -266,14 +266,8 @@ mod tests {
         };
         assert_eq!(
             names(up.response_headers(None, app)),
-            [
-                "upgrade",
-                "connection",
-                "sec-websocket-accept",
-                "x-app",
-                "sec-websocket-protocol"
-            ],
-            "the app's subprotocol field is kept when it gave no subprotocol"
+            ["upgrade", "connection", "sec-websocket-accept", "x-app"],
+            "the subprotocol is the app's only through its choice"
         );
         let chosen = up.response_headers(Some("v2"), app);
         let protocols: Vec<_> = chosen

@@ -100,6 +100,33 @@ def test_subprotocol_negotiation(server):
         assert ws.subprotocol is None
 
 
+def test_a_subprotocol_in_the_accept_headers_is_held_to_the_offer(backend, tmp_path):
+    """The spec wants the choice in ``subprotocol``; an app that puts it in its
+    headers instead gets the same check: one the client offered is confirmed
+    once, one it did not (which the client would fail on) or several are
+    refused to the app, and the handshake fails with a 500."""
+    server = start_server(backend, "asgi_ws_raw:app", "--interface=asgi")
+    url = ws_url(server, "/ws/protocol-field")
+    try:
+        check_protocol_field(url, tmp_path)
+    finally:
+        stop_cleanly(server)
+
+
+def check_protocol_field(url, tmp_path):
+    with connect(f"{url}?choose=two", subprotocols=["one", "two"], open_timeout=10) as ws:
+        assert ws.subprotocol == "two"
+        assert ws.response.headers.get_all("sec-websocket-protocol") == ["two"]
+    for choose, offered, refusal in [("three", ["one", "two"], "not offered"),
+                                     ("one,two", ["one", "two"], "several"),
+                                     ("one", None, "not offered")]:
+        record = str(tmp_path / f"raised-{len(offered or [])}-{choose}")
+        with pytest.raises(InvalidStatus) as refused:
+            connect(f"{url}?choose={choose}&record={record}", subprotocols=offered, open_timeout=10)
+        assert refused.value.response.status_code == 500
+        assert refusal in recorded(record)
+
+
 def test_a_close_from_the_client(server, tmp_path):
     record = str(tmp_path / "seen")
     with connect(ws_url(server, f"/ws/echo?record={record}"), open_timeout=10) as ws:

@@ -116,10 +116,32 @@ impl Channel {
         let stage = self.ws().stage;
         match (kind, stage) {
             ("websocket.accept", Stage::Handshake) => {
-                let subprotocol: Option<String> = match get(message, intern!(py, "subprotocol"))? {
-                    Some(p) => Some(p.extract()?),
-                    None => None,
+                let mut subprotocol: Option<String> =
+                    match get(message, intern!(py, "subprotocol"))? {
+                        Some(p) => Some(p.extract()?),
+                        None => None,
+                    };
+                // The spec wants the choice in `subprotocol`, but apps set the
+                // field in their headers too: taken as the choice when no
+                // `subprotocol` was given, and held to the same rule.
+                let mut in_headers = Vec::new();
+                let headers = match get(message, intern!(py, "headers"))? {
+                    Some(list) => super::fields(&list, |name, value| {
+                        if name.eq_ignore_ascii_case(b"sec-websocket-protocol") {
+                            in_headers.push(String::from_utf8_lossy(value).trim().to_owned());
+                        }
+                    })?,
+                    None => Fields::default(),
                 };
+                if subprotocol.is_none() {
+                    if in_headers.len() > 1 {
+                        return Err(PyValueError::new_err(
+                            "websocket.accept: a server chooses one subprotocol, \
+                             its headers name several",
+                        ));
+                    }
+                    subprotocol = in_headers.pop();
+                }
                 if let Some(p) = &subprotocol {
                     if !self.ws().offered.contains(p) {
                         return Err(PyValueError::new_err(format!(
@@ -127,10 +149,6 @@ impl Channel {
                         )));
                     }
                 }
-                let headers = match get(message, intern!(py, "headers"))? {
-                    Some(list) => super::fields(&list, |_, _| {})?,
-                    None => Fields::default(),
-                };
                 self.ws().stage = Stage::Accepted;
                 self.answer = Answer::Started;
                 self.send_event(ResponseEvent::WsAccept {

@@ -6,6 +6,10 @@
   code and reason. ``?record=PATH``: the disconnect it received is written
   there as JSON (``{"code": ..., "reason": ...}``).
 - ``/ws/reject``: closes before accepting (the client sees 403).
+- ``/ws/protocol-field?choose=P``: accepts with ``P`` in a
+  ``Sec-WebSocket-Protocol`` field of its headers, no ``subprotocol`` (several
+  fields for ``P`` like ``a,b``), then closes; what ``send`` raised, if it
+  did, is written to ``?record=PATH``.
 - ``/ws/deny``: a denial response (401, ``denied``) through the
   ``websocket.http.response`` extension.
 - ``/ws/flood?mib=N&record=PATH``: sends N binary messages of 1 MiB, writing
@@ -83,6 +87,15 @@ async def app(scope, receive, send):
         await echo(scope, receive, send)
     elif path == "/ws/flood":
         await flood(scope, receive, send)
+    elif path == "/ws/protocol-field":
+        chosen = query(scope, "choose").split(",")
+        fields = [[b"sec-websocket-protocol", p.encode()] for p in chosen]
+        try:
+            await send({"type": "websocket.accept", "headers": fields})
+        except ValueError as e:
+            write(query(scope, "record"), str(e))
+            raise
+        await send({"type": "websocket.close", "code": 1000})
     elif path == "/ws/reject":
         await send({"type": "websocket.close"})
     elif path == "/ws/deny":
