@@ -534,6 +534,19 @@ impl Harness {
         s
     }
 
+    /// A client connection whose receive window is fixed at 32 KiB (no
+    /// autotuning), so what the server sends piles up on its side while the
+    /// client reads nothing.
+    pub fn connect_narrow(&self) -> TcpStream {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_recv_buffer_size(32 * 1024).unwrap();
+        sock.connect(&self.addr.into()).unwrap();
+        let c: TcpStream = sock.into();
+        c.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+        c
+    }
+
     /// Hand a connection straight to `core`'s hand-off door, as a sibling
     /// would; returns the client's end.
     pub fn hand_off(&self, core: usize) -> TcpStream {
@@ -723,12 +736,8 @@ pub fn file_output_is_sent_whole(run: RunFn) {
     let data: Vec<u8> = (0..(8 << 20) + 123).map(|i: u32| (i % 253) as u8).collect();
     let path = std::env::temp_dir().join(format!("m0serve-file-output-{}", std::process::id()));
     std::fs::write(&path, &data).unwrap();
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    // Fixed (no autotuning), so the server's send buffer fills.
-    sock.set_recv_buffer_size(32 * 1024).unwrap();
-    sock.connect(&h.addr().into()).unwrap();
-    let mut c: TcpStream = sock.into();
-    c.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    // The server's send buffer fills.
+    let mut c = h.connect_narrow();
     let cmd = format!("file {}\n", path.display());
     c.write_all(cmd.as_bytes()).unwrap();
     echo_read(&mut c, &cmd);
