@@ -18,7 +18,8 @@ pub(super) struct RouteArgs {
     #[arg(long, env = "M0SERVE_READY_PATH", value_name = "PATH")]
     ready_path: Option<String>,
 
-    /// URL prefix of a static mount; pairs, in order, with --static-path-mount (repeatable).
+    /// URL prefix of a static mount; pairs, in order, with --static-path-mount (repeatable);
+    /// a single mount given no route is served under /static, as in Granian.
     #[arg(long, env = "M0SERVE_STATIC_PATH_ROUTE", value_name = "ROUTE")]
     static_path_route: Vec<String>,
 
@@ -47,10 +48,17 @@ pub(super) struct RouteArgs {
     static_path_dir_to_file: String,
 }
 
+/// The route of a lone `--static-path-mount`.
+const DEFAULT_STATIC_ROUTE: &str = "/static";
+
 impl RouteArgs {
     /// The router: the static flags pair in order, and the router checks the rest.
     pub(super) fn router(self) -> Result<Router, CliError> {
-        let (routes, dirs) = (self.static_path_route, self.static_path_mount);
+        let (mut routes, dirs) = (self.static_path_route, self.static_path_mount);
+        // Granian's default, so its one-mount command lines carry over.
+        if routes.is_empty() && dirs.len() == 1 {
+            routes.push(DEFAULT_STATIC_ROUTE.to_owned());
+        }
         if routes.len() != dirs.len() {
             return Err(CliError::Usage(format!(
                 "--static-path-route is given {} time(s) but --static-path-mount {} time(s); they pair in order",

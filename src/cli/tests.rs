@@ -402,7 +402,20 @@ fn static_flags_pair_in_order() {
         message.contains("--static-path-route is given 2 time(s) but --static-path-mount 1"),
         "{message}"
     );
-    assert!(usage(&["--static-path-mount", dir]).contains("they pair in order"));
+    assert!(
+        usage(&["--static-path-mount", dir, "--static-path-mount", dir])
+            .contains("they pair in order")
+    );
+}
+
+#[test]
+fn a_lone_static_mount_is_served_under_static() {
+    let dir = TempDir::new("cli-lone-mount");
+    std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+    let options = ok(&["--static-path-mount", dir.path().to_str().unwrap()]).options;
+    let reply = options.router.route(&get("/static/a.txt")).unwrap();
+    assert_eq!(reply.status, 200);
+    assert!(options.router.route(&get("/a.txt")).is_none());
 }
 
 #[test]
