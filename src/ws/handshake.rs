@@ -103,6 +103,10 @@ impl Upgrade {
             headers.push(("Sec-WebSocket-Extensions", agreed.response()));
         }
         for (name, value) in app {
+            // The app interface took it as the choice, written above.
+            if name.eq_ignore_ascii_case("sec-websocket-protocol") {
+                continue;
+            }
             if app_may_set(name) {
                 headers.push((name, value));
             } else {
@@ -120,17 +124,16 @@ impl Upgrade {
 /// ones the handshake writes: a second `Sec-WebSocket-Accept` or `Connection`
 /// breaks the answer, and an extension the server did not agree to would
 /// have the client expect frames it never gets (RFC 6455 §9.1: a server
-/// answers only with extensions it speaks). `Sec-WebSocket-Protocol` is the
-/// app's only through `subprotocol`, which the app interface checks against
-/// the client's offer (RFC 6455 §4.1: a client fails the connection on a
-/// subprotocol it did not offer, or on two).
+/// answers only with extensions it speaks). `Sec-WebSocket-Protocol` is
+/// never taken from `app` either: it is written from the app's choice, which
+/// the app interface checks against the client's offer (RFC 6455 §4.1: a
+/// client fails the connection on a subprotocol it did not offer, or on two).
 fn app_may_set(name: &str) -> bool {
-    const OURS: [&str; 5] = [
+    const OURS: [&str; 4] = [
         "upgrade",
         "connection",
         "sec-websocket-accept",
         "sec-websocket-extensions",
-        "sec-websocket-protocol",
     ];
     !OURS.iter().any(|o| name.eq_ignore_ascii_case(o))
 }

@@ -117,10 +117,15 @@ def check_protocol_field(url, tmp_path):
     with connect(f"{url}?choose=two", subprotocols=["one", "two"], open_timeout=10) as ws:
         assert ws.subprotocol == "two"
         assert ws.response.headers.get_all("sec-websocket-protocol") == ["two"]
-    for choose, offered, refusal in [("three", ["one", "two"], "not offered"),
-                                     ("one,two", ["one", "two"], "several"),
-                                     ("one", None, "not offered")]:
-        record = str(tmp_path / f"raised-{len(offered or [])}-{choose}")
+    # An empty field names none.
+    with connect(f"{url}?choose=", subprotocols=["one", "two"], open_timeout=10) as ws:
+        assert ws.subprotocol is None
+        assert "sec-websocket-protocol" not in ws.response.headers
+    for i, (choose, offered, refusal) in enumerate([("three", ["one", "two"], "not offered"),
+                                     ("one&choose=two", ["one", "two"], "several"),
+                                     ("one%2C%20two", ["one", "two"], "several"),
+                                     ("one", None, "not offered")]):
+        record = str(tmp_path / f"raised-{i}")
         with pytest.raises(InvalidStatus) as refused:
             connect(f"{url}?choose={choose}&record={record}", subprotocols=offered, open_timeout=10)
         assert refused.value.response.status_code == 500

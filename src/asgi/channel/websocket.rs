@@ -123,12 +123,15 @@ impl Channel {
                     };
                 // The spec wants the choice in `subprotocol`, but apps set the
                 // field in their headers too: taken as the choice when no
-                // `subprotocol` was given, and held to the same rule.
+                // `subprotocol` was given, and held to the same rule. The
+                // handshake writes the field from the choice, not the app's.
                 let mut in_headers = Vec::new();
                 let headers = match get(message, intern!(py, "headers"))? {
                     Some(list) => super::fields(&list, |name, value| {
                         if name.eq_ignore_ascii_case(b"sec-websocket-protocol") {
-                            in_headers.push(String::from_utf8_lossy(value).trim().to_owned());
+                            let value = String::from_utf8_lossy(value);
+                            let tokens = value.split(',').map(str::trim).filter(|t| !t.is_empty());
+                            in_headers.extend(tokens.map(str::to_owned));
                         }
                     })?,
                     None => Fields::default(),

@@ -7,9 +7,9 @@
   there as JSON (``{"code": ..., "reason": ...}``).
 - ``/ws/reject``: closes before accepting (the client sees 403).
 - ``/ws/protocol-field?choose=P``: accepts with ``P`` in a
-  ``Sec-WebSocket-Protocol`` field of its headers, no ``subprotocol`` (several
-  fields for ``P`` like ``a,b``), then closes; what ``send`` raised, if it
-  did, is written to ``?record=PATH``.
+  ``Sec-WebSocket-Protocol`` field of its headers, no ``subprotocol`` (a
+  field per ``choose``), then closes; what ``send`` raised, if it did, is
+  written to ``?record=PATH``.
 - ``/ws/deny``: a denial response (401, ``denied``) through the
   ``websocket.http.response`` extension.
 - ``/ws/flood?mib=N&record=PATH``: sends N binary messages of 1 MiB, writing
@@ -88,7 +88,7 @@ async def app(scope, receive, send):
     elif path == "/ws/flood":
         await flood(scope, receive, send)
     elif path == "/ws/protocol-field":
-        chosen = query(scope, "choose").split(",")
+        chosen = parse_qs(scope["query_string"].decode(), keep_blank_values=True)["choose"]
         fields = [[b"sec-websocket-protocol", p.encode()] for p in chosen]
         try:
             await send({"type": "websocket.accept", "headers": fields})
