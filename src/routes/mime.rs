@@ -1,7 +1,7 @@
 //! Content-Type by file extension, from `mime_guess`'s table (the one
-//! Granian serves from; a lookup in a static map, cheap enough for the core
-//! thread), with `charset=utf-8` added to text so browsers do not guess an
-//! encoding.
+//! Granian serves from; a search of a sorted table, cheap enough for the
+//! core thread), with `charset=utf-8` added to text so browsers do not
+//! guess an encoding.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -19,7 +19,10 @@ pub fn content_type(path: &Path) -> Cow<'static, str> {
     else {
         return Cow::Borrowed(DEFAULT);
     };
-    if ty.starts_with("text/") || ty == "application/javascript" {
+    // Not XML: on text/xml a charset overrides the document's own
+    // encoding declaration (RFC 7303 §3.2), which is the one to trust.
+    let text = ty.starts_with("text/") || ty == "application/javascript";
+    if text && !ty.ends_with("xml") {
         Cow::Owned(format!("{ty}; charset=utf-8"))
     } else {
         Cow::Borrowed(ty)
@@ -54,7 +57,11 @@ mod tests {
         assert_eq!(ty("f.woff2"), "font/woff2");
         assert_eq!(ty("m.wasm"), "application/wasm");
         assert_eq!(ty("d.pdf"), "application/pdf");
-        assert_eq!(ty("feed.xml"), "text/xml; charset=utf-8");
+        assert_eq!(
+            ty("feed.xml"),
+            "text/xml",
+            "its own declaration names its encoding"
+        );
         assert_eq!(ty("cert.pem"), "application/x-x509-ca-cert");
         assert_eq!(ty("v.mp4"), "video/mp4");
     }
