@@ -12,7 +12,7 @@
 //! Where worker processes share the listener no board spans them: each core
 //! arms a single-shot accept instead, re-armed after each completion, which
 //! the kernel queues behind the other rings' and so rotates connections among
-//! the workers ([`CoreContext::rotate_accepts`]).
+//! the workers ([`CoreContext::rotate_accepts`](crate::backend::CoreContext::rotate_accepts)).
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -80,7 +80,7 @@ impl<S: Service> Core<S> {
     /// wait for the next pass, so the batch still runs after the events this
     /// pass already saw.
     ///
-    /// A single-shot accept ([`CoreContext::rotate_accepts`]) ended with the
+    /// A single-shot accept ([`CoreContext::rotate_accepts`](crate::backend::CoreContext::rotate_accepts)) ended with the
     /// completion that filled the queue: it is armed again here, and one that
     /// finds the backlog non-empty completes inside the submit.
     fn refill(&mut self, now: Instant) {
@@ -125,10 +125,10 @@ impl<S: Service> Core<S> {
     }
 
     /// Take a connection stranded in a shared listener's queue, once per
-    /// [`CoreContext::recheck`] period in which this core's armed accept took
+    /// [`CoreContext::recheck`](crate::backend::CoreContext::recheck) period in which this core's armed accept took
     /// nothing: a sibling's ring that will never run its accept (its worker
     /// was killed) keeps the kernel's one wake-up for a connection, so no
-    /// live accept is woken for it ([`accept::recheck`]). Under load the
+    /// live accept is woken for it ([`accept::recheck`](crate::backend::accept::recheck)). Under load the
     /// accept completes and nothing is looked at; an idle core pays one
     /// non-blocking accept per period. One a sibling was also woken for
     /// costs that sibling an accept that finds nothing.

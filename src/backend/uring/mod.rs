@@ -1,7 +1,7 @@
 //! The io_uring backend: one [`Ring`] per core thread, driving [`Session`]s.
 //!
 //! A pass: reap completions (accepts only fill the pending queue and announce
-//! the listener door; recv/send/file reads feed their sessions), fire expired
+//! the listener door; recvs, sends and writable polls feed their sessions), fire expired
 //! deadlines, then take at most one batch per door ([`super::accept`]), steer
 //! the multishot accept (armed below the connection limit, cancelled at it),
 //! arm the timer for the next deadline, and submit: waiting for a completion
