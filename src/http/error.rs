@@ -12,6 +12,9 @@ pub enum HttpError {
     /// 414: the request line alone exceeds the head's limit, so its target
     /// is longer than the server parses (RFC 9112 §3 says 414, MUST).
     UriTooLong,
+    /// 417: an `Expect` member other than `100-continue`, which no server
+    /// here can meet.
+    ExpectationFailed,
     /// 431: the head exceeds the limit.
     HeadTooLarge,
     /// 501: a transfer coding other than chunked.
@@ -27,6 +30,7 @@ impl HttpError {
             HttpError::RequestTimeout => 408,
             HttpError::PayloadTooLarge => 413,
             HttpError::UriTooLong => 414,
+            HttpError::ExpectationFailed => 417,
             HttpError::HeadTooLarge => 431,
             HttpError::NotImplemented(_) => 501,
             HttpError::VersionNotSupported => 505,
@@ -40,6 +44,7 @@ impl HttpError {
             HttpError::RequestTimeout => "request body timed out",
             HttpError::PayloadTooLarge => "request body too large",
             HttpError::UriTooLong => "request target too long",
+            HttpError::ExpectationFailed => "only the 100-continue expectation is met",
             HttpError::HeadTooLarge => "request head too large",
             HttpError::NotImplemented(why) => why,
             HttpError::VersionNotSupported => "HTTP version not supported",

@@ -248,7 +248,8 @@ fn validate(
     let mut headers = Fields::with_capacity(fields.len() + 1, bytes);
     let mut length: Option<u64> = None;
     let (mut hosts, mut content_types) = (0, 0);
-    let (mut close, mut keep_alive, mut expect_continue) = (false, false, false);
+    let (mut close, mut keep_alive) = (false, false);
+    let (mut expect_continue, mut expect_other) = (false, false);
     // Transfer-Encoding: seen at all, any coding, last coding chunked, chunked before the last.
     let (mut te, mut codings, mut last_chunked, mut chunked_early, mut unknown) =
         (false, 0, false, false, false);
@@ -279,7 +280,11 @@ fn validate(
                 return Err(HttpError::BadRequest("repeated Content-Type"));
             }
         } else if name.eq_ignore_ascii_case("expect") {
-            expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+            for member in list_items(value) {
+                let continues = member.eq_ignore_ascii_case(b"100-continue");
+                expect_continue |= continues;
+                expect_other |= !continues;
+            }
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
             if !std::str::from_utf8(value).is_ok_and(target::is_http_host) {
@@ -294,6 +299,12 @@ fn validate(
         headers.push(name, value);
     }
 
+    // RFC 9110 §10.1.1 lets a server answer an expectation it does not
+    // know with 417 or ignore it; ignored, a client waiting on it would
+    // take the answer as met. The strict choice, as Go's and Node's servers.
+    if expect_other {
+        return Err(HttpError::ExpectationFailed);
+    }
     // More than one Host is refused in any version, none only in 1.1 (§3.2).
     if hosts > 1 {
         return Err(HttpError::BadRequest("duplicate Host header"));
@@ -434,10 +445,26 @@ mod tests {
                 .expect_continue
         );
         assert!(
-            !parse_str("PUT / HTTP/1.1\r\nHost: h\r\nExpect: other\r\n\r\n")
+            parse_str("PUT / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue, \r\n\r\n")
                 .unwrap()
-                .expect_continue
+                .expect_continue,
+            "an empty list member is no expectation"
         );
+    }
+
+    #[test]
+    fn an_expectation_other_than_100_continue_is_417() {
+        for expect in ["other", "100-continue, other", "100-continue;x=1"] {
+            for version in ["1.1", "1.0"] {
+                let head = format!("PUT / HTTP/{version}\r\nHost: h\r\nExpect: {expect}\r\n\r\n");
+                assert_eq!(
+                    parse_str(&head).unwrap_err().status(),
+                    417,
+                    "HTTP/{version} Expect: {expect}"
+                );
+            }
+        }
+        assert!(parse_str("PUT / HTTP/1.1\r\nHost: h\r\nExpect:\r\n\r\n").is_ok());
     }
 
     #[test]

@@ -155,6 +155,8 @@ CASES: Dict[str, bytes] = {
     "connection-close-list": b"GET / HTTP/1.1\r\nHost: h\r\nConnection: x, CLOSE\r\n\r\n" + NEXT,
     "upgrade-pipelined": b"GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n" + NEXT,
     "expect-continue": post(b"Expect: 100-continue\r\nContent-Length: 5\r\n", b"hello" + NEXT),
+    # An expectation other than 100-continue: 417, its body unread.
+    "expect-other": post(b"Expect: 100-continue, x-other\r\nContent-Length: 5\r\n", b"hello" + NEXT),
     "get-with-body": b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello" + NEXT,
     "incomplete-body": post(b"Content-Length: 10\r\n", b"hello"),
     "incomplete-head": b"GET / HTTP/1.1\r\nHost: h\r\n",
