@@ -13,7 +13,7 @@ pub fn head(data: &[u8]) {
         Some(Event::Head(head)) => check(&head, data),
         Some(Event::Error(e)) => {
             assert!(
-                [400, 413, 414, 431, 501, 505].contains(&e.status()),
+                [400, 413, 414, 417, 431, 501, 505].contains(&e.status()),
                 "unexpected status {e:?}"
             );
         }
@@ -156,15 +156,25 @@ fn check(head: &RequestHead, data: &[u8]) {
             "an HTTP/1.0 keep-alive it did not ask for"
         );
     }
-    if head.expect_continue {
-        assert_eq!(head.version, Version::Http11, "100-continue for HTTP/1.0");
-        assert!(
-            values("expect")
-                .iter()
-                .any(|v| v.eq_ignore_ascii_case(b"100-continue")),
-            "expect_continue without Expect: 100-continue"
-        );
-    }
+    // Expect is a list: an accepted head's members are all 100-continue (any
+    // other is 417), and it is expected exactly when one is, in HTTP/1.1.
+    let expectations: Vec<&[u8]> = values("expect")
+        .iter()
+        .flat_map(|v| v.split(|&b| b == b','))
+        .map(trim_ows)
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert!(
+        expectations
+            .iter()
+            .all(|m| m.eq_ignore_ascii_case(b"100-continue")),
+        "accepted an expectation other than 100-continue"
+    );
+    assert_eq!(
+        head.expect_continue,
+        head.version == Version::Http11 && !expectations.is_empty(),
+        "expect_continue disagrees with Expect"
+    );
 }
 
 /// `token` (RFC 9110 §5.6.2): one or more tchar.

@@ -299,12 +299,6 @@ fn validate(
         headers.push(name, value);
     }
 
-    // RFC 9110 §10.1.1 lets a server answer an expectation it does not
-    // know with 417 or ignore it; ignored, a client waiting on it would
-    // take the answer as met. The strict choice, as Go's and Node's servers.
-    if expect_other {
-        return Err(HttpError::ExpectationFailed);
-    }
     // More than one Host is refused in any version, none only in 1.1 (§3.2).
     if hosts > 1 {
         return Err(HttpError::BadRequest("duplicate Host header"));
@@ -353,6 +347,13 @@ fn validate(
             Some(n) => BodyKind::Length(n),
         }
     };
+    // RFC 9110 §10.1.1 lets a server answer an expectation it does not
+    // know with 417 or ignore it; ignored, a client waiting on it would
+    // take the answer as met. The strict choice, made last: a head that
+    // is malformed as well gets the answer its malformation calls for.
+    if expect_other {
+        return Err(HttpError::ExpectationFailed);
+    }
     Ok(RequestHead {
         method: line.method.to_owned(),
         target: target.to_owned(),
@@ -465,6 +466,9 @@ mod tests {
             }
         }
         assert!(parse_str("PUT / HTTP/1.1\r\nHost: h\r\nExpect:\r\n\r\n").is_ok());
+        // Malformed as well: the malformation's answer (§3.2 says 400 MUST).
+        let both = "PUT / HTTP/1.1\r\nHost: a\r\nHost: b\r\nExpect: other\r\n\r\n";
+        assert_eq!(parse_str(both).unwrap_err().status(), 400);
     }
 
     #[test]

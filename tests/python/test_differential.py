@@ -254,10 +254,10 @@ KNOWN_DIFFERENCES: List[Known] = [
         "expectation-failed",
         BOTH,
         "m0serve refuses",
-        lambda c: c.m0.status == 417,
+        refused("only the 100-continue"),
         "RFC 9110 §10.1.1: a server MAY answer 417 to an Expect member other than 100-continue; "
-        "m0serve does (as Go's and Node's servers do), the strict choice: ignored, a client that "
-        "waits on the expectation would take the answer as its being met",
+        "m0serve does for any such member, the strict choice: ignored, a client that waits on "
+        "the expectation would take the answer as its being met",
     ),
     Known(
         "body-limit",
