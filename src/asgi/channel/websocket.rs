@@ -144,6 +144,15 @@ impl Channel {
                         ));
                     }
                     subprotocol = in_headers.pop();
+                } else if let Some(other) =
+                    in_headers.iter().find(|t| subprotocol.as_ref() != Some(t))
+                {
+                    tracing::warn!(
+                        target: "m0serve::asgi",
+                        "websocket.accept: its headers name subprotocol {other:?}, its subprotocol \
+                         {:?}: the subprotocol is sent",
+                        subprotocol.as_deref().unwrap_or_default()
+                    );
                 }
                 if let Some(p) = &subprotocol {
                     if !self.ws().offered.contains(p) {
