@@ -20,6 +20,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::{Answer, Channel};
 use crate::app::{Fields, ResponseEvent, WsMessage};
+use crate::http::head::list_items;
 use crate::ws::close::{is_valid_code, ABNORMAL, NORMAL};
 
 /// Where the WebSocket stands, from the app's sends.
@@ -129,9 +130,9 @@ impl Channel {
                 let headers = match get(message, intern!(py, "headers"))? {
                     Some(list) => super::fields(&list, |name, value| {
                         if name.eq_ignore_ascii_case(b"sec-websocket-protocol") {
-                            let value = String::from_utf8_lossy(value);
-                            let tokens = value.split(',').map(str::trim).filter(|t| !t.is_empty());
-                            in_headers.extend(tokens.map(str::to_owned));
+                            // Read as the client's offer is (handshake::validate).
+                            let tokens = list_items(value).map(String::from_utf8_lossy);
+                            in_headers.extend(tokens.map(|t| t.into_owned()));
                         }
                     })?,
                     None => Fields::default(),
