@@ -114,7 +114,9 @@ pub struct ChunkedDecoder {
 /// of which must be known before the body. Trailers are dropped here, never
 /// merged into the head, but a request that carries one of these was made by
 /// a sender that breaks that MUST NOT, or to make a peer that merges
-/// trailers read it otherwise: it is refused (400), as gunicorn does.
+/// trailers read it otherwise: it is refused (400). gunicorn refuses the
+/// framing, routing and authentication ones; the content ones are refused
+/// here too, strictly (its corpus has a Content-Type trailer it accepts).
 const FORBIDDEN_TRAILERS: [&[u8]; 10] = [
     b"transfer-encoding",
     b"content-length",
