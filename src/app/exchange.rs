@@ -39,6 +39,8 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
+use bytes::Bytes;
+
 use super::body_buffer::BufferedBody;
 use crate::backend::Notifier;
 use crate::http::Fields;
@@ -50,7 +52,8 @@ pub enum ResponseEvent {
         status: u16,
         headers: Fields,
     },
-    Body(Vec<u8>),
+    /// Body bytes ([`crate::app::piece`]: a big piece is sent as it came).
+    Body(Bytes),
     /// `len` bytes of `file` from `offset`, sent by the core thread (zero-copy where it can).
     File {
         file: File,
@@ -771,7 +774,7 @@ mod tests {
         let lent: Vec<ResponseEvent> = Vec::with_capacity(8);
         let lent_at = lent.as_ptr();
         let ex = Exchange::new(notifier, false, false).lending(lent);
-        let _ = ex.try_send(ResponseEvent::Body(b"a".to_vec()));
+        let _ = ex.try_send(ResponseEvent::Body(b"a".to_vec().into()));
         let _ = ex.try_send(ResponseEvent::End);
         let mut taker: Vec<ResponseEvent> = Vec::with_capacity(4);
         let taker_at = taker.as_ptr();
@@ -793,15 +796,15 @@ mod tests {
             status: 200,
             headers: Default::default(),
         });
-        send(ResponseEvent::Body(b"a".to_vec()));
-        send(ResponseEvent::Body(b"b".to_vec()));
+        send(ResponseEvent::Body(b"a".to_vec().into()));
+        send(ResponseEvent::Body(b"b".to_vec().into()));
         assert_eq!(notified(&board), 1);
         let mut got = Vec::new();
         ex.take_events(&mut got);
         assert!(matches!(
             got.as_slice(),
             [ResponseEvent::Start { status: 200, .. }, ResponseEvent::Body(a), ResponseEvent::Body(b)]
-                if a == b"a" && b == b"b"
+                if a[..] == b"a"[..] && b[..] == b"b"[..]
         ));
         send(ResponseEvent::End);
         assert_eq!(notified(&board), 1, "the queue was emptied: notify again");
@@ -810,10 +813,10 @@ mod tests {
     #[test]
     fn a_full_answer_makes_the_app_wait_until_the_core_writes() {
         let (ex, _board) = exchange(false, false);
-        let big = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER + 4096]);
+        let big = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER + 4096].into());
         assert!(matches!(ex.try_send(big), Ok(Sent::Queued)));
-        match ex.try_send(ResponseEvent::Body(b"more".to_vec())) {
-            Ok(Sent::Full(ResponseEvent::Body(b))) => assert_eq!(b, b"more", "handed back"),
+        match ex.try_send(ResponseEvent::Body(b"more".to_vec().into())) {
+            Ok(Sent::Full(ResponseEvent::Body(b))) => assert_eq!(&b[..], b"more", "handed back"),
             other => panic!("expected Full, got {other:?}"),
         }
         assert!(
@@ -825,7 +828,7 @@ mod tests {
         blocks_until(
             move || {
                 app.wait_room();
-                let sent = app.try_send(ResponseEvent::Body(b"more".to_vec()));
+                let sent = app.try_send(ResponseEvent::Body(b"more".to_vec().into()));
                 assert!(matches!(sent, Ok(Sent::Queued)));
             },
             || ex.written(RESPONSE_HIGH_WATER),
@@ -836,7 +839,7 @@ mod tests {
     fn close_wakes_waiters_and_fails_the_apps_calls() {
         let (ex, _board) = exchange(false, false);
         assert!(matches!(
-            ex.try_send(ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER])),
+            ex.try_send(ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER].into())),
             Ok(Sent::Queued)
         ));
         let (reader, writer) = (ex.clone(), ex.clone());
@@ -895,10 +898,10 @@ mod tests {
         assert_eq!(ex.try_read_chunk(10), Ok((BodyRead::Eof, true)));
 
         // A full answer arms it; room freed by the core fires it.
-        let big = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER]);
+        let big = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER].into());
         assert!(matches!(ex.try_send(big), Ok(Sent::Queued)));
         assert!(matches!(
-            ex.try_send(ResponseEvent::Body(b"x".to_vec())),
+            ex.try_send(ResponseEvent::Body(b"x".to_vec().into())),
             Ok(Sent::Full(_))
         ));
         ex.written(10);
@@ -1028,7 +1031,7 @@ mod tests {
         assert!(ex.push_body(vec![0; 4 * BODY_HIGH_WATER]));
         assert!(ex.body_room());
         for _ in 0..4 {
-            let body = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER]);
+            let body = ResponseEvent::Body(vec![0; RESPONSE_HIGH_WATER].into());
             assert!(matches!(ex.try_send(body), Ok(Sent::Queued)));
         }
     }

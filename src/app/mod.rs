@@ -18,6 +18,7 @@
 pub mod body_buffer;
 pub mod exchange;
 pub mod peer_text;
+pub mod piece;
 #[doc(hidden)]
 pub mod testing;
 pub mod waiters;

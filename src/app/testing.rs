@@ -158,7 +158,7 @@ pub fn answer(ex: &Exchange, status: u16, body: &[u8]) -> Result<(), Gone> {
             headers: vec![("Content-Length", length)].into(),
         },
     )?;
-    send(ex, ResponseEvent::Body(body.to_vec()))?;
+    send(ex, ResponseEvent::Body(bytes::Bytes::copy_from_slice(body)))?;
     send(ex, ResponseEvent::End)?;
     Ok(())
 }

@@ -35,6 +35,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::piece;
 use crate::app::{BodyRead, Exchange, Fields, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 use crate::http::{BodyKind, RequestHead};
@@ -256,12 +257,13 @@ impl Channel {
             let body = body
                 .cast_into::<PyBytes>()
                 .map_err(|_| PyValueError::new_err("http.response.body: body must be bytes"))?;
-            let data = body.as_bytes();
-            if !data.is_empty() {
-                if !self.send_event(ResponseEvent::Body(data.to_vec()))? {
+            let len = body.as_bytes().len();
+            if len > 0 {
+                let piece = piece::from_py_bytes(&body, len);
+                if !self.send_event(ResponseEvent::Body(piece))? {
                     return Ok(false);
                 }
-                self.sent += data.len() as u64;
+                self.sent += len as u64;
             }
         }
         if !more {

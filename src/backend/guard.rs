@@ -17,6 +17,8 @@ use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use super::{Output, Session};
 
 /// A [`Session`] whose panics close its connection instead of unwinding
@@ -143,13 +145,13 @@ impl<S: Session> Session for Guarded<S> {
         self.call("writing", |s| s.on_sent(n, now));
     }
 
-    fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
+    fn lend_output(&mut self) -> Option<(Bytes, usize)> {
         let mut lent = None;
         self.call("writing", |s| lent = s.lend_output());
         lent
     }
 
-    fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
+    fn on_sent_lent(&mut self, buf: Bytes, n: usize, now: Instant) {
         self.call("writing", |s| s.on_sent_lent(buf, n, now));
     }
 

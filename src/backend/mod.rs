@@ -34,6 +34,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+
 pub use linger::Linger;
 pub use select::{select, Choice, Kind};
 
@@ -75,11 +77,11 @@ pub trait Session {
     /// worth lending; the backend then copies from [`Session::output`]. Until
     /// the buffer comes back with [`Session::on_sent_lent`], `output` is
     /// [`Output::None`] and nothing more is lent.
-    fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
+    fn lend_output(&mut self) -> Option<(Bytes, usize)> {
         None
     }
     /// A lent buffer is back: `n` of its bytes were written (as `on_sent`).
-    fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
+    fn on_sent_lent(&mut self, buf: Bytes, n: usize, now: Instant) {
         drop(buf);
         self.on_sent(n, now);
     }

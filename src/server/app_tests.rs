@@ -231,7 +231,7 @@ fn a_client_gone_mid_answer_fails_the_apps_next_send() {
             };
             send(&ex, start).unwrap();
             // An endless stream: only the client's departure ends it.
-            while send(&ex, ResponseEvent::Body(vec![b'x'; 16384])).is_ok() {}
+            while send(&ex, ResponseEvent::Body(vec![b'x'; 16384].into())).is_ok() {}
             seen.store(true, Ordering::SeqCst);
         }));
         let h = serve(run, app);

@@ -36,6 +36,9 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
+use crate::app::piece::WHOLE_PIECE;
 use crate::app::{App, BufferConfig, ResponseEvent, ServerAddr};
 use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol::Preamble;
@@ -54,14 +57,6 @@ use websocket::WsSession;
 /// requests) until the client has taken some: a client that pipelines without
 /// reading cannot make the server buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 1 << 20;
-
-/// A body piece at least this long is queued as the buffer it came in,
-/// neither copied into the output nor coalesced with what follows, and is lent
-/// to a backend that sends from it ([`Session::lend_output`]): a large
-/// answer then crosses user space once, from the app's buffer to the kernel.
-/// Shorter pieces are gathered, so a small answer's head and body go out in
-/// one write.
-const WHOLE_PIECE: usize = 16 * 1024;
 
 /// How long a drain waits for the first request of a connection accepted
 /// just before it (then the connection closes as an idle one would).
@@ -169,14 +164,13 @@ impl Service for HttpService {
 
 /// A piece of queued output.
 enum Chunk {
-    Bytes {
-        buf: Vec<u8>,
-        pos: usize,
-    },
-    /// A `Bytes` whose buffer is lent to the backend for a write in flight.
-    Lent {
-        pos: usize,
-    },
+    /// Bytes written here (heads, framing, small bodies), gathered while short.
+    Bytes { buf: Vec<u8>, pos: usize },
+    /// A body piece of [`WHOLE_PIECE`] or more, queued as it came (the
+    /// application's own bytes, [`crate::app::piece`]), never grown.
+    Piece { buf: Bytes, pos: usize },
+    /// A `Piece` whose buffer is lent to the backend for a write in flight.
+    Lent { pos: usize },
     File {
         file: File,
         offset: u64,
@@ -378,10 +372,10 @@ impl HttpSession {
     /// Queue a body piece of [`WHOLE_PIECE`] or more as it is, after what
     /// `out` holds (framed, and cut to a declared length). Returns how many
     /// of its bytes were queued.
-    fn queue_piece(&mut self, mut piece: Vec<u8>, out: &mut Vec<u8>) -> u64 {
+    fn queue_piece(&mut self, mut piece: Bytes, out: &mut Vec<u8>) -> u64 {
         self.queue_whole(piece.len() as u64, out, |len| {
             piece.truncate(len as usize);
-            Chunk::Bytes { buf: piece, pos: 0 }
+            Chunk::Piece { buf: piece, pos: 0 }
         })
     }
 
@@ -559,6 +553,7 @@ impl Session for HttpSession {
             // The lent buffer's write is in flight: nothing more meanwhile.
             None | Some(Chunk::Lent { .. }) => Output::None,
             Some(Chunk::Bytes { buf, pos }) => Output::Bytes(&buf[*pos..]),
+            Some(Chunk::Piece { buf, pos }) => Output::Bytes(&buf[*pos..]),
             Some(Chunk::File {
                 file,
                 offset,
@@ -571,23 +566,25 @@ impl Session for HttpSession {
         }
     }
 
-    fn lend_output(&mut self) -> Option<(Vec<u8>, usize)> {
+    fn lend_output(&mut self) -> Option<(Bytes, usize)> {
         // The rest of one too: a partial send leaves it lent as it was.
-        let Some(Chunk::Bytes { buf, pos }) = self.queue.front_mut() else {
-            return None;
+        let (buf, pos) = match self.queue.front_mut() {
+            Some(Chunk::Piece { buf, pos }) => (std::mem::take(buf), *pos),
+            // Written here but as big (a WebSocket frame): lent the same way,
+            // the Vec handed over, not copied.
+            Some(Chunk::Bytes { buf, pos }) if buf.len() >= WHOLE_PIECE => {
+                (Bytes::from(std::mem::take(buf)), *pos)
+            }
+            _ => return None,
         };
-        if buf.len() < WHOLE_PIECE {
-            return None;
-        }
-        let lent = (std::mem::take(buf), *pos);
-        self.queue[0] = Chunk::Lent { pos: lent.1 };
-        Some(lent)
+        self.queue[0] = Chunk::Lent { pos };
+        Some((buf, pos))
     }
 
-    fn on_sent_lent(&mut self, buf: Vec<u8>, n: usize, now: Instant) {
+    fn on_sent_lent(&mut self, buf: Bytes, n: usize, now: Instant) {
         // Not lent any more only if `close_now` dropped the queue meanwhile.
         if let Some(&Chunk::Lent { pos }) = self.queue.front() {
-            self.queue[0] = Chunk::Bytes { buf, pos };
+            self.queue[0] = Chunk::Piece { buf, pos };
             self.on_sent(n, now);
         }
     }
@@ -612,6 +609,10 @@ impl Session for HttpSession {
         let finished = match self.queue.front_mut() {
             None | Some(Chunk::Lent { .. }) => false,
             Some(Chunk::Bytes { buf, pos }) => {
+                *pos += n;
+                *pos >= buf.len()
+            }
+            Some(Chunk::Piece { buf, pos }) => {
                 *pos += n;
                 *pos >= buf.len()
             }

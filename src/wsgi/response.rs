@@ -158,7 +158,7 @@ fn send_items<'py>(
         })?;
         // No borrow is held while the app's iterator runs (it may call
         // start_response or write()).
-        if responder.borrow_mut().send_body(py, bytes.as_bytes())? == Flow::Gone {
+        if responder.borrow_mut().send_body(py, bytes)? == Flow::Gone {
             return Ok(Flow::Gone);
         }
     }

@@ -26,6 +26,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use crate::app::piece;
 use crate::app::{Exchange, Fields, Gone, ResponseEvent, Sent};
 use crate::http::response::{self, is_tchar, status_allows_body};
 
@@ -103,7 +104,7 @@ impl StartResponse {
         let data = data.cast::<PyBytes>().map_err(|_| {
             PyTypeError::new_err(format!("write() takes bytes, not {}", type_name(data)))
         })?;
-        match self.send_body(py, data.as_bytes())? {
+        match self.send_body(py, data)? {
             Flow::Open => Ok(()),
             Flow::Gone => Err(PyConnectionError::new_err("the client disconnected")),
         }
@@ -178,22 +179,24 @@ impl StartResponse {
     }
 
     /// Send a piece of body (the head first). Empty pieces send nothing.
-    pub(super) fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<Flow> {
-        if data.is_empty() {
+    pub(super) fn send_body(
+        &mut self,
+        py: Python<'_>,
+        data: &Bound<'_, PyBytes>,
+    ) -> PyResult<Flow> {
+        let len = data.as_bytes().len();
+        if len == 0 {
             return Ok(Flow::Open);
         }
         if self.start(py)? == Flow::Gone {
             return Ok(Flow::Gone);
         }
-        let n = self.allow(data.len() as u64) as usize;
+        let n = self.allow(len as u64) as usize;
         if n == 0 {
             return Ok(Flow::Open);
         }
-        Ok(send(
-            py,
-            &self.exchange,
-            ResponseEvent::Body(data[..n].to_vec()),
-        ))
+        let piece = piece::from_py_bytes(data, n);
+        Ok(send(py, &self.exchange, ResponseEvent::Body(piece)))
     }
 
     /// Send `len` bytes of `file` from `offset` (the head first), served by the core.

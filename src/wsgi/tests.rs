@@ -139,7 +139,7 @@ fn parts(events: &[ResponseEvent]) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let body = events
         .iter()
         .filter_map(|e| match e {
-            ResponseEvent::Body(data) => Some(data.as_slice()),
+            ResponseEvent::Body(data) => Some(&data[..]),
             _ => None,
         })
         .collect::<Vec<_>>()
@@ -292,8 +292,13 @@ class Counted:
         global closed
         closed += 1
 
+BIG = b"x" * 40000
+
 def app(environ, start_response):
     path = environ["PATH_INFO"]
+    if path == "/big":
+        start_response("200 OK", [])
+        return [BIG]
     if path == "/list":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"hello", b" world"]
@@ -342,11 +347,29 @@ fn a_list_is_sent_with_a_length_and_an_iterable_item_by_item() {
     let bodies: Vec<&[u8]> = events
         .iter()
         .filter_map(|e| match e {
-            ResponseEvent::Body(d) => Some(d.as_slice()),
+            ResponseEvent::Body(d) => Some(&d[..]),
             _ => None,
         })
         .collect();
     assert_eq!(bodies, [&b"a"[..], b"b"], "each non-empty item as it came");
+
+    // A big item goes to the core as the app's own buffer, not a copy (app::piece).
+    let events = serve(&app, get("/big"));
+    let sent: Vec<*const u8> = events
+        .iter()
+        .filter_map(|e| match e {
+            ResponseEvent::Body(d) => Some(d.as_ptr()),
+            _ => None,
+        })
+        .collect();
+    let own = Python::attach(|py| {
+        let big = module.bind(py).getattr("BIG").unwrap();
+        big.cast::<pyo3::types::PyBytes>()
+            .unwrap()
+            .as_bytes()
+            .as_ptr()
+    });
+    assert_eq!(sent, [own], "the item's own bytes");
 
     let (_, headers, body) = parts(&serve(&app, get("/empty")));
     assert_eq!(

@@ -8,8 +8,9 @@
 //!   processes share a listener;
 //! - [`Ring::recv`] into the ring's own pool of receive buffers, taken only
 //!   when bytes arrive ([`Received`], given back with [`Ring::give_back`]);
-//! - [`Ring::send`] (and [`Ring::send_from`]) on caller-owned buffers that
-//!   travel with the operation and come back in its completion;
+//! - [`Ring::send`] on caller-owned buffers that travel with the operation
+//!   and come back in its completion, and [`Ring::send_lent`] from a shared
+//!   [`bytes::Bytes`] (an answer's own bytes), held until it completes;
 //! - [`Ring::watch_hangup`]: a poll that completes when the peer hangs up,
 //!   for a connection that has no recv armed to notice it;
 //! - [`Ring::watch_writable`]: a poll that completes when a socket has room,

@@ -24,6 +24,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::bufs::{self, Pool, Received};
@@ -114,6 +115,12 @@ pub enum Completion {
         buf: Vec<u8>,
         result: io::Result<usize>,
     },
+    /// A [`Ring::send_lent`] finished: `n` bytes from its offset went out.
+    SentLent {
+        token: Token,
+        buf: Bytes,
+        result: io::Result<usize>,
+    },
     /// A [`Ring::watch_hangup`] poll fired (or was cancelled: `ECANCELED`).
     Hangup {
         token: Token,
@@ -149,6 +156,8 @@ enum Held {
     /// A data buffer: the SQE points into its heap block, which moving the
     /// `Vec` does not move.
     Buf(Vec<u8>),
+    /// A lent buffer: its heap block stays put while this reference holds it.
+    Lent(Bytes),
     /// A timeout's relative time.
     Timespec(Box<types::Timespec>),
     /// The 8 bytes an eventfd read lands in.
@@ -324,24 +333,22 @@ impl Ring {
     /// Send `buf[..buf.len()]` (MSG_NOSIGNAL: a closed peer is an EPIPE, not a
     /// signal); the buffer comes back in [`Completion::Sent`].
     pub fn send(&mut self, token: Token, fd: BorrowedFd<'_>, buf: Vec<u8>) -> io::Result<()> {
-        self.send_from(token, fd, buf, 0)
+        let entry = send_entry(fd, &buf);
+        self.start(encode(Kind::Send, token), entry, Held::Buf(buf))
     }
 
-    /// Send `buf[from..]`, as [`Ring::send`]: the buffer comes back whole,
-    /// so a caller can send from the middle of one it keeps. Panics if
-    /// `from` is past the end.
-    pub fn send_from(
+    /// Send `buf[from..]`, as [`Ring::send`], from a buffer shared with its
+    /// owner; it comes back whole in [`Completion::SentLent`], so a caller can
+    /// send the rest from where this one stopped. Panics if `from` is past the end.
+    pub fn send_lent(
         &mut self,
         token: Token,
         fd: BorrowedFd<'_>,
-        buf: Vec<u8>,
+        buf: Bytes,
         from: usize,
     ) -> io::Result<()> {
-        let bytes = &buf[from..];
-        let entry = opcode::Send::new(types::Fd(fd.as_raw_fd()), bytes.as_ptr(), op_len(bytes))
-            .flags(libc::MSG_NOSIGNAL)
-            .build();
-        self.start(encode(Kind::Send, token), entry, Held::Buf(buf))
+        let entry = send_entry(fd, &buf[from..]);
+        self.start(encode(Kind::Send, token), entry, Held::Lent(buf))
     }
 
     /// Complete once socket `fd` has room to write (`POLLOUT`; an error or
@@ -489,12 +496,11 @@ impl Ring {
                 };
                 Some(Completion::Received { token, result })
             }
-            Kind::Send => {
-                let Some(Held::Buf(buf)) = self.in_flight.remove(&user_data) else {
-                    return None;
-                };
-                Some(Completion::Sent { token, buf, result })
-            }
+            Kind::Send => match self.in_flight.remove(&user_data)? {
+                Held::Buf(buf) => Some(Completion::Sent { token, buf, result }),
+                Held::Lent(buf) => Some(Completion::SentLent { token, buf, result }),
+                _ => None,
+            },
             Kind::Poll => {
                 self.in_flight.remove(&user_data)?;
                 let result = result.map(|revents| {
@@ -629,6 +635,13 @@ fn settle(r: io::Result<usize>) -> io::Result<()> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// A send of `bytes` (MSG_NOSIGNAL); the caller holds their memory until it completes.
+fn send_entry(fd: BorrowedFd<'_>, bytes: &[u8]) -> squeue::Entry {
+    opcode::Send::new(types::Fd(fd.as_raw_fd()), bytes.as_ptr(), op_len(bytes))
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
 }
 
 fn op_len(buf: &[u8]) -> u32 {

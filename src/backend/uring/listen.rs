@@ -207,7 +207,6 @@ impl<S: Service> Core<S> {
                 session,
                 reading: false,
                 wbuf: Some(Vec::new()),
-                lent: false,
                 eof: false,
                 watch: Watch::Idle,
                 closing: false,

@@ -53,7 +53,7 @@ use super::linger::Lingering;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
 use super::{Accepted, CoreContext, Service, Session, Wake};
-use write::{recycle, start_write};
+use write::{recycle, start_write, SentBuf};
 
 /// The most one recv (or the admission's eager read) takes.
 const READ_BUF: usize = 16 * 1024;
@@ -116,9 +116,6 @@ struct Conn<T> {
     /// The write buffer; `None` while a send holds it or a writable poll
     /// stands in for a write, empty (no allocation) between writes.
     wbuf: Option<Vec<u8>>,
-    /// The send in flight is from a buffer the session lent
-    /// ([`Session::lend_output`]): it goes back to the session.
-    lent: bool,
     /// The peer closed its side: never read again (a recv would return 0 at once).
     eof: bool,
     /// The hang-up poll watching for the peer leaving while no recv is armed.
@@ -255,7 +252,12 @@ impl<S: Service> Core<S> {
                 }
             },
             Completion::Received { token, result } => self.on_received(key(token), result, now),
-            Completion::Sent { token, buf, result } => self.on_sent(key(token), buf, result, now),
+            Completion::Sent { token, buf, result } => {
+                self.on_sent(key(token), SentBuf::Own(buf), result, now)
+            }
+            Completion::SentLent { token, buf, result } => {
+                self.on_sent(key(token), SentBuf::Lent(buf), result, now)
+            }
             Completion::Writable { token, result } => self.on_writable(key(token), result),
             Completion::Hangup { token, result } => self.on_hangup(key(token), result),
             // Their work (deadlines, hand-offs, shutdown) is looked at every pass.

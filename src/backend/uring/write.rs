@@ -27,9 +27,19 @@ use std::time::Instant;
 
 use m0serve_uring::Ring;
 
+use bytes::Bytes;
+
 use super::{token, Conn, Core};
 use crate::backend::slab::Key;
 use crate::backend::{sendfile, Output, Service, Session};
+
+/// What a finished send hands back.
+pub(super) enum SentBuf {
+    /// The core's own write buffer, for the next copied send.
+    Own(Vec<u8>),
+    /// The buffer the session lent ([`Session::lend_output`]).
+    Lent(Bytes),
+}
 
 /// The most one send of copied bytes moves.
 const WRITE_BUF: usize = 16 * 1024;
@@ -40,22 +50,27 @@ const FILE_TURN: usize = 1 << 20;
 const SPARE_BUFS: usize = 64;
 
 impl<S: Service> Core<S> {
+    /// A send finished: `buf` is the core's write buffer back, or the
+    /// session's lent one (which goes back to the session).
     pub(super) fn on_sent(
         &mut self,
         key: Key,
-        buf: Vec<u8>,
+        buf: SentBuf,
         result: io::Result<usize>,
         now: Instant,
     ) {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        let lent = if std::mem::take(&mut conn.lent) {
-            conn.wbuf = Some(Vec::new());
-            Some(buf)
-        } else {
-            conn.wbuf = Some(buf);
-            None
+        let lent = match buf {
+            SentBuf::Own(buf) => {
+                conn.wbuf = Some(buf);
+                None
+            }
+            SentBuf::Lent(buf) => {
+                conn.wbuf = Some(Vec::new());
+                Some(buf)
+            }
         };
         if !conn.closing {
             match result {
@@ -119,10 +134,9 @@ pub(super) fn start_write<T: Session>(
             // Refused, the buffer is lost with the operation; the caller
             // closes the connection, whose session is then dropped lent.
             recycle(spare, Some(held));
-            let started = ring.send_from(token(key), conn.fd.as_fd(), buf, from);
-            match started {
-                Ok(()) => conn.lent = true,
-                Err(_) => conn.wbuf = Some(Vec::new()),
+            let started = ring.send_lent(token(key), conn.fd.as_fd(), buf, from);
+            if started.is_err() {
+                conn.wbuf = Some(Vec::new());
             }
             return started;
         }

@@ -30,7 +30,8 @@ use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
 
-use super::{access_log, HttpSession, WHOLE_PIECE};
+use super::{access_log, HttpSession};
+use crate::app::piece::WHOLE_PIECE;
 
 /// The request the application is answering.
 pub(super) struct AppCall {

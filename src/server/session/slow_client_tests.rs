@@ -186,7 +186,7 @@ fn big_answer(chunks: usize, failed: Arc<Mutex<Option<Instant>>>) -> ThreadApp {
             if sent.is_err() {
                 break;
             }
-            sent = send(&ex, ResponseEvent::Body(vec![b'x'; 64 * 1024]));
+            sent = send(&ex, ResponseEvent::Body(vec![b'x'; 64 * 1024].into()));
         }
         if sent.is_err() {
             *failed.lock().unwrap() = Some(Instant::now());

@@ -337,7 +337,11 @@ fn a_streamed_answer_without_a_length_is_chunked() {
         };
         send(&ex, start).unwrap();
         for i in 0..5 {
-            send(&ex, ResponseEvent::Body(format!("chunk{i};").into_bytes())).unwrap();
+            send(
+                &ex,
+                ResponseEvent::Body(format!("chunk{i};").into_bytes().into()),
+            )
+            .unwrap();
             std::thread::sleep(Duration::from_millis(5));
         }
         send(&ex, ResponseEvent::End).unwrap();
@@ -368,7 +372,7 @@ fn an_app_failing_mid_answer_closes_the_connection() {
             headers: Default::default(),
         };
         send(&ex, start).unwrap();
-        send(&ex, ResponseEvent::Body(b"partial".to_vec())).unwrap();
+        send(&ex, ResponseEvent::Body(b"partial".to_vec().into())).unwrap();
         send(&ex, ResponseEvent::Abort).unwrap();
     }));
     s.on_read(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
@@ -530,8 +534,8 @@ fn a_big_body_piece_is_lent_whole_in_every_framing() {
     let sent = piece.clone();
     let (mut s, _app, board) = app_session(ThreadApp::new(move |req, ex| {
         start_sized(&req, &ex, b"30000");
-        send(&ex, ResponseEvent::Body(sent.clone())).unwrap();
-        send(&ex, ResponseEvent::Body(b"tail".to_vec())).unwrap();
+        send(&ex, ResponseEvent::Body(sent.clone().into())).unwrap();
+        send(&ex, ResponseEvent::Body(b"tail".to_vec().into())).unwrap();
         send(&ex, ResponseEvent::End).unwrap();
     }));
     let serve = |s: &mut HttpSession, request: &[u8]| {
