@@ -15,6 +15,13 @@ pub const WHOLE_PIECE: usize = 16 * 1024;
 #[cfg(feature = "python")]
 pub use python::from_py_bytes;
 
+// A piece is dropped on core threads, which never attach to Python: without
+// PyO3's deferred reference pool that drop would abort the process.
+#[cfg(pyo3_disable_reference_pool)]
+compile_error!(
+    "app::piece releases Python objects without the GIL: PyO3's reference pool is required"
+);
+
 #[cfg(feature = "python")]
 mod python {
     use bytes::Bytes;
@@ -25,11 +32,12 @@ mod python {
 
     /// The first `len` bytes of a Python `bytes` object (at most its length):
     /// a piece of [`WHOLE_PIECE`] or more holds the object itself and reads
-    /// its buffer in place; a shorter one is copied.
+    /// its buffer in place; a shorter one is copied, and so is a subclass's
+    /// (whose `__del__` would run wherever the reference is released).
     pub fn from_py_bytes(bytes: &Bound<'_, PyBytes>, len: usize) -> Bytes {
         let data = bytes.as_bytes();
         let data = &data[..len.min(data.len())];
-        if data.len() < WHOLE_PIECE {
+        if data.len() < WHOLE_PIECE || !bytes.is_exact_instance_of::<PyBytes>() {
             return Bytes::copy_from_slice(data);
         }
         Bytes::from_owner(PyBuffer {
@@ -50,9 +58,10 @@ mod python {
         _object: Py<PyBytes>,
     }
 
-    // SAFETY: a `bytes` object is immutable and its buffer lives inside the
-    // object, which `_object` keeps alive; reading it needs no GIL, from any
-    // thread.
+    // SAFETY: a `bytes` object is immutable once handed out (CPython resizes
+    // one in place only while it holds the sole reference, and C code does
+    // not change one it shared), and its buffer lives inside the object,
+    // which `_object` keeps alive: reading it needs no GIL, from any thread.
     unsafe impl Send for PyBuffer {}
 
     impl AsRef<[u8]> for PyBuffer {
@@ -90,6 +99,22 @@ mod tests {
             let copied = from_py_bytes(&small, WHOLE_PIECE - 1);
             assert_ne!(copied.as_ptr(), small.as_bytes().as_ptr(), "copied");
             assert_eq!(&copied[..], small.as_bytes());
+
+            let module = PyModule::from_code(
+                py,
+                c"class Sub(bytes): pass\nSUB = Sub(40000)",
+                c"piece_sub.py",
+                c"piece_sub",
+            )
+            .unwrap();
+            let sub = module.getattr("SUB").unwrap();
+            let sub = sub.cast::<PyBytes>().unwrap();
+            let piece = from_py_bytes(sub, 40_000);
+            assert_ne!(
+                piece.as_ptr(),
+                sub.as_bytes().as_ptr(),
+                "a subclass is copied"
+            );
         });
     }
 

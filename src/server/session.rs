@@ -164,12 +164,14 @@ impl Service for HttpService {
 
 /// A piece of queued output.
 enum Chunk {
-    /// Bytes written here (heads, framing, small bodies), gathered while short.
+    /// Bytes written here (heads, framing, small bodies, replies, WebSocket
+    /// frames), gathered while the last one is short.
     Bytes { buf: Vec<u8>, pos: usize },
     /// A body piece of [`WHOLE_PIECE`] or more, queued as it came (the
     /// application's own bytes, [`crate::app::piece`]), never grown.
     Piece { buf: Bytes, pos: usize },
-    /// A `Piece` whose buffer is lent to the backend for a write in flight.
+    /// A piece whose buffer is lent to the backend for a write in flight (a
+    /// `Piece`, or `Bytes` of [`WHOLE_PIECE`] or more, which comes back a `Piece`).
     Lent { pos: usize },
     File {
         file: File,
@@ -570,8 +572,8 @@ impl Session for HttpSession {
         // The rest of one too: a partial send leaves it lent as it was.
         let (buf, pos) = match self.queue.front_mut() {
             Some(Chunk::Piece { buf, pos }) => (std::mem::take(buf), *pos),
-            // Written here but as big (a WebSocket frame): lent the same way,
-            // the Vec handed over, not copied.
+            // Written here but as big (a WebSocket frame, a reply, gathered
+            // output): lent the same way, the Vec handed over, not copied.
             Some(Chunk::Bytes { buf, pos }) if buf.len() >= WHOLE_PIECE => {
                 (Bytes::from(std::mem::take(buf)), *pos)
             }

@@ -6,7 +6,10 @@
 //! entry is queued, and leaves it only with the operation's final completion.
 //! Buffers travel by value: the caller gives a `Vec<u8>` and gets it back in
 //! the [`Completion`], so no caller can touch or free memory the kernel is
-//! writing into. Receive buffers are the exception: they belong to the ring's
+//! writing into. A lent send ([`Ring::send_lent`]) takes a shared `Bytes`
+//! instead, whose other holders may keep it: the kernel only reads it, and
+//! the reference held keeps the memory alive and, `Bytes` being immutable,
+//! unchanged. Receive buffers are the exception: they belong to the ring's
 //! pool ([`crate::bufs`]), which the kernel selects from, and the caller only
 //! reads one lent by a completion until it gives it back. If the ring is
 //! dropped with operations still in flight it cancels them and waits; what

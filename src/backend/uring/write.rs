@@ -1,9 +1,9 @@
 //! How an io_uring core writes a connection's output.
 //!
 //! The ring owns a buffer while the kernel sends from it. A large piece of
-//! output (a body piece the session queued as it came) is lent by the
-//! session for that long ([`Session::lend_output`]) and sent straight from
-//! it, whole: a 256 KiB answer is then one send and no copy in user space,
+//! output (the application's own bytes, or 16 KiB or more the session wrote)
+//! is lent by the session for that long ([`Session::lend_output`]) and sent
+//! straight from it, whole: a 256 KiB answer is then one send and no copy in user space,
 //! where copying it 16 KiB at a time cost a copy, a send and a pass per
 //! 16 KiB (half of the portable backend's throughput). Other writes copy
 //! the session's bytes into a write buffer, taken from the core's spares
