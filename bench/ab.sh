@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A/B: this checkout against another commit of m0serve, side by side, on the
 # io_uring backend: WSGI hello (GET / of shared/probe_app.py:wsgi, --cores 1,
-# one pool thread, 64 connections) and a 1 MiB static file (16 connections).
+# one pool thread, 64 connections), a 1 MiB static file (16 connections), and
+# 64 and 256 KiB answers of bench/apps/answers.py, WSGI and ASGI (16 connections).
 # For a change that must leave throughput where it was.
 #
 #   BASE=<commit> bash bench/ab.sh      # ROUNDS (5), DURATION (5s)
 #
 # The base is built once per commit into bench/.venv-base (a release build
-# from a git worktree). Writes bench/results/ab-hello.md and ab-static-1m.md.
+# from a git worktree). Writes bench/results/ab-hello.md, ab-static-1m.md and
+# ab-answers-{wsgi,asgi}-{64,256}k.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/venv.sh
@@ -26,7 +28,8 @@ fi
 base_venv=$(cd "$base_venv" && pwd)
 mkdir -p "$work/static"
 head -c 1048576 /dev/urandom >"$work/static/big.bin"
-arms() {  # $1: extra m0serve flags as JSON list items
+apps=$(cd bench/apps && pwd)
+arms() {  # $1: extra m0serve flags as JSON list items; $2: app dir, $3: app
     for side in head base; do
         local bin=$venv/bin/m0serve label=$head
         [ $side = base ] && bin=$base_venv/bin/m0serve label="$base (base)"
@@ -34,17 +37,17 @@ arms() {  # $1: extra m0serve flags as JSON list items
         cat <<ARM
     {"name": "$side", "label": "m0serve $label",
      "cmd": ["$bin", "--backend", "uring", "--cores", "1", "--blocking-threads", "1", "--port", "{port}",
-             "--log-level", "warn", "--app-dir", "$shared", $1 "probe_app:wsgi"]}
+             "--log-level", "warn", "--app-dir", "${2:-$shared}", $1 "${3:-probe_app:wsgi}"]}
 ARM
     done
 }
-run() {  # name title path connections extra-flags
+run() {  # name title path connections extra-flags [app-dir app]
     cat >"$work/spec.json" <<JSON
 {
   "name": "$1", "title": "$2", "path": "$3", "connections": $4, "threads": 1,
   "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-5}, "baseline": "base",
   "arms": [
-$(arms "$5")
+$(arms "$5" "${6:-}" "${7:-}")
   ]
 }
 JSON
@@ -53,3 +56,9 @@ JSON
 run ab-hello "A/B $head against $base: WSGI hello, 64 keep-alive connections" / 64 ""
 run ab-static-1m "A/B $head against $base: a 1 MiB static file, 16 keep-alive connections" /static/big.bin 16 \
     "\"--static-path-route\", \"/static\", \"--static-path-mount\", \"$work/static\","
+for kb in 64 256; do
+    run ab-answers-wsgi-${kb}k "A/B $head against $base: WSGI ${kb} KiB answers, 16 keep-alive connections" \
+        "/bytes?kb=$kb" 16 "" "$apps" answers:wsgi
+    run ab-answers-asgi-${kb}k "A/B $head against $base: ASGI ${kb} KiB answers, 16 keep-alive connections" \
+        "/bytes?kb=$kb" 16 '"--interface", "asgi",' "$apps" answers:asgi
+done
