@@ -23,6 +23,7 @@ on gunicorn's `proxy_protocol` go to a server with `--proxy-protocol`.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import importlib.machinery
@@ -144,13 +145,26 @@ class _Config:
         self.settings[name] = value
 
 
-def _stand_in_gunicorn() -> None:
+@contextlib.contextmanager
+def stand_in_gunicorn() -> Iterator[None]:
+    """The gunicorn modules the expectation files import, for as long as
+    they are read (any real gunicorn is put back after)."""
     package, http, config = (types.ModuleType(n) for n in ("gunicorn", "gunicorn.http", "gunicorn.config"))
     errors = _Errors("gunicorn.http.errors")
     config.Config = _Config  # type: ignore[attr-defined]
     package.http, package.config, http.errors = http, config, errors  # type: ignore[attr-defined]
-    sys.modules.update({"gunicorn": package, "gunicorn.http": http,
-                        "gunicorn.http.errors": errors, "gunicorn.config": config})
+    stand_ins = {"gunicorn": package, "gunicorn.http": http,
+                 "gunicorn.http.errors": errors, "gunicorn.config": config}
+    saved = {name: sys.modules.get(name) for name in stand_ins}
+    sys.modules.update(stand_ins)
+    try:
+        yield
+    finally:
+        for name, was in saved.items():
+            if was is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = was
 
 
 def _uri(raw: str) -> dict:
@@ -161,19 +175,11 @@ def _uri(raw: str) -> dict:
 
 
 def expectation(py: str) -> dict:
+    """What a `.py` file expects (read within `stand_in_gunicorn`)."""
     module = types.ModuleType("gunicorn_case")
     module.uri = _uri  # type: ignore[attr-defined]
     module.cfg = _Config()  # type: ignore[attr-defined]
-    saved = {k: sys.modules.get(k) for k in ("gunicorn", "gunicorn.http", "gunicorn.http.errors", "gunicorn.config")}
-    _stand_in_gunicorn()
-    try:
-        importlib.machinery.SourceFileLoader("gunicorn_case", py).exec_module(module)
-    finally:
-        for name, was in saved.items():
-            if was is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = was
+    importlib.machinery.SourceFileLoader("gunicorn_case", py).exec_module(module)
     return vars(module)
 
 
@@ -272,10 +278,12 @@ def servers(backend: str) -> Iterator[Dict[str, Server]]:
 
 def outcomes(corpus: Path, servers: Dict[str, Server]) -> Dict[str, str]:
     got = {}
-    for http in sorted(glob.glob(str(corpus / "*" / "*.http"))):
+    with stand_in_gunicorn():
+        cases = {http: expectation(http[: -len(".http")] + ".py")
+                 for http in sorted(glob.glob(str(corpus / "*" / "*.http")))}
+    for http, case in cases.items():
         kind = Path(http).parent.name
         name = f"{kind}/{Path(http).stem}"
-        case = expectation(http[: -len(".http")] + ".py")
         proxy = bool(case["cfg"].settings.get("proxy_protocol"))
         server = servers["proxied" if proxy else "plain"]
         data = request_bytes(http)

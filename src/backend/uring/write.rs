@@ -25,9 +25,8 @@ use std::io;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use m0serve_uring::Ring;
-
 use bytes::Bytes;
+use m0serve_uring::Ring;
 
 use super::{token, Conn, Core};
 use crate::backend::slab::Key;
