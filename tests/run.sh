@@ -3,21 +3,28 @@
 # the end-to-end suites again on the portable backend, the library's tests with
 # the python feature, then the Python leg: for the oldest and the newest
 # supported CPython (3.9, 3.13), a virtualenv with `pip install .` and
-# tests/python/requirements.txt, and the pytest suite on both backends; the
-# Autobahn|Testsuite WebSocket fuzzer (tests/autobahn.sh) on both backends,
-# against an ASGI echo app served by the newest leg's m0serve; the fuzz
-# corpus replayed and each AFL++ fuzz target run for 60 s, one per CPU at a
-# time (fuzz/); deploy/'s manifests, Dockerfile and YAML linted
-# (tests/deploy_lint.sh); then clippy
-# (with and without the python feature, and of fuzz/) and rustfmt.
+# tests/python/requirements.txt, and the pytest suite (the newest on both
+# backends, the oldest on the first); the Autobahn|Testsuite WebSocket fuzzer
+# (tests/autobahn.sh) on both backends, against an ASGI echo app served by the
+# newest leg's m0serve; the probes on that same release build; the fuzz
+# corpus replayed and each AFL++ fuzz target run for FUZZ_SECONDS (default
+# 60), one per CPU at a time (fuzz/); deploy/'s manifests, Dockerfile and YAML
+# linted (tests/deploy_lint.sh); then clippy (with and without the python
+# feature, and of fuzz/) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
-# any failed. Usage: bash tests/run.sh
+# any failed. Each step's wall time is printed after the summary.
+# Usage: bash tests/run.sh
 #
 # The Python leg finds each interpreter through pyenv (or /root/.pyenv), else
 # as python3.9 / python3.13 on PATH; where neither is found it runs on python3
-# and says so. The extension is built with cargo's dev profile there
-# (MATURIN_PEP517_ARGS, overridable) to keep the run short; `pip install .`
-# without it builds the release profile.
+# and says so.
+# - The newest leg installs with a plain `pip install .`: the release profile
+#   users get, which the probes need too (their timing ratios assume it), so
+#   one build serves both.
+# - The oldest leg builds with cargo's dev profile (MATURIN_PEP517_ARGS,
+#   overridable): quicker to build, and its debug assertions run under the
+#   suite. It runs on the first backend only: the backends are Rust and do not
+#   vary with the interpreter, which the newest leg already covers on both.
 #
 # M0_REQUIRE_URING=1 makes a kernel that refuses io_uring a failure; otherwise
 # (a container whose seccomp profile blocks it, say) the io_uring leg is
@@ -29,13 +36,14 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 failed=()
 summary=()
+timings=()
 
 # step NAME CMD...: run CMD, keep its output, record its outcome.
 step() {
     local name=$1
     shift
     echo "==> $name: $*"
-    local log="$logs/$(echo "$name" | tr -c 'a-zA-Z0-9' _).log"
+    local log="$logs/$(echo "$name" | tr -c 'a-zA-Z0-9' _).log" started=$SECONDS
     "$@" 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]}
     # The test runners' summary lines, prefixed by the step.
@@ -52,6 +60,7 @@ step() {
         /^thread .* panicked at / { print $0; if ((getline msg) > 0) print "  " msg }
         /^=* *[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)/ && / in [0-9.]+s/ {
                           gsub(/=/, ""); sub(/^ +/, ""); sub(/ +$/, ""); print $0 }' "$log")
+    timings+=("$(printf '%5d s  %s' $((SECONDS - started)) "$name")")
     if [ "$rc" -ne 0 ]; then
         failed+=("$name (exit $rc)")
     fi
@@ -98,23 +107,28 @@ find_python() {
     echo "$found"
 }
 
-# python_leg PYTHON NAME: a fresh-enough virtualenv under target/, m0serve
-# installed from this checkout the way a user does, and the pytest suite.
+# python_leg PYTHON NAME BACKENDS [PROFILE_ARGS]: a fresh-enough virtualenv
+# under target/, m0serve installed from this checkout the way a user does
+# (PROFILE_ARGS, as MATURIN_PEP517_ARGS: empty for the release profile), and
+# the pytest suite on BACKENDS.
 python_leg() {
-    local python=$1 name=$2 venv=target/py-$2
+    local python=$1 name=$2 backends=$3 profile=${4:-} venv=target/py-$2
     step "venv ($name)" "$python" -m venv "$venv" || return
     step "pip install ($name)" "$venv/bin/python" -m pip install -q -r tests/python/requirements.txt || return
     # --force-reinstall: the version does not change between commits, the code does.
     # maturin builds for the venv's interpreter, not the PYO3_PYTHON of the cargo steps.
-    MATURIN_PEP517_ARGS=$maturin_args \
-        step "pip install . ($name)" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
+    MATURIN_PEP517_ARGS=$profile \
+        step "pip install . ($name${profile:+, $profile})" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
     installed_m0serve=$venv/bin/m0serve
-    M0_TEST_BACKENDS=$python_backends \
-        step "pytest ($name)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider
+    [ -z "$profile" ] && release_m0serve=$venv/bin/m0serve
+    M0_TEST_BACKENDS=$backends \
+        step "pytest ($name, $backends)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
+        --junitxml="target/pytest-$name.xml"
 }
 
 maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}
 installed_m0serve=""  # set by python_leg once `pip install .` succeeded
+release_m0serve=""    # the same, by the leg that built the release profile
 newest_python=""
 pythons=()
 for want in 3.9 3.13; do
@@ -171,7 +185,12 @@ if [ -n "$newest_python" ]; then
     step "tests (python feature)" cargo test --lib --features python
 fi
 for p in "${pythons[@]}"; do
-    python_leg "$p" "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    version=$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if [ "$p" = "$newest_python" ]; then
+        python_leg "$p" "$version" "$python_backends"
+    else
+        python_leg "$p" "$version" "${python_backends%%,*}" "$maturin_args"
+    fi
 done
 if [ "${#pythons[@]}" -eq 0 ]; then
     failed+=("no Python interpreter found for the Python leg")
@@ -185,30 +204,33 @@ for backend in ${python_backends//,/ }; do
     step "autobahn ($backend)" bash tests/autobahn.sh "$backend" $installed_m0serve
 done
 
-# The probes judge timing mechanisms by order and ratios, on a release build
-# (the dev profile's costs would move the GIL turn's slice).
-if [ -n "$newest_python" ]; then
-    venv=target/py-probes
-    if step "venv (probes)" "$newest_python" -m venv "$venv" &&
-        step "pip install . (probes, release)" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps .; then
-        for backend in ${python_backends//,/ }; do
-            step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$venv/bin/m0serve" --backend "$backend"
-        done
-        step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$venv/bin/m0serve" --backend "${python_backends%%,*}"
-        for backend in ${python_backends//,/ }; do
-            step "probe slow-client ($backend)" timeout 300 "$venv/bin/python" probes/slow_client.py --m0serve "$venv/bin/m0serve" --backend "$backend"
-        done
-    fi
+# The probes judge timing mechanisms by order and ratios, on the newest leg's
+# release build (the dev profile's costs would move the GIL turn's slice).
+if [ -n "$release_m0serve" ]; then
+    venv=$(dirname "$(dirname "$release_m0serve")")
+    for backend in ${python_backends//,/ }; do
+        step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$release_m0serve" --backend "$backend"
+    done
+    step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$release_m0serve" --backend "${python_backends%%,*}"
+    for backend in ${python_backends//,/ }; do
+        step "probe slow-client ($backend)" timeout 300 "$venv/bin/python" probes/slow_client.py --m0serve "$release_m0serve" --backend "$backend"
+    done
+elif [ -n "$newest_python" ]; then
+    failed+=("the probes did not run: the newest Python leg installed no release build")
 fi
 
 # The fuzz package (its own workspace): the corpus and the regressions
 # replayed through the targets' checks, then each target fuzzed with AFL++ for
-# 60 s, as many at once as there are CPUs (fuzz/run.sh: 4 min for the seven on
-# CI's two). CI installs cargo-afl (.ci/run);
+# FUZZ_SECONDS, as many at once as there are CPUs (fuzz/run.sh: 4 min for the
+# seven on CI's two at 60 s). CI installs cargo-afl (.ci/run);
 # elsewhere a machine without it skips the fuzzing, saying so.
-step "fuzz replay" cargo test --manifest-path fuzz/Cargo.toml
+# The replay and its clippy build in the main target/ (--target-dir): its
+# dependencies are the workspace's, already built there, where fuzz/target
+# would build them all again. The AFL build stays in fuzz/target (its
+# instrumented artifacts differ from every other build).
+step "fuzz replay" cargo test --manifest-path fuzz/Cargo.toml --target-dir target
 if cargo afl --version >/dev/null 2>&1; then
-    step fuzz bash fuzz/run.sh 60
+    step fuzz bash fuzz/run.sh "${FUZZ_SECONDS:-60}"
 elif [ "${CI:-}" = true ]; then
     failed+=("cargo-afl is not installed (.ci/run installs it)")
 else
@@ -222,13 +244,16 @@ fi
 step "deploy lint" timeout 300 bash tests/deploy_lint.sh "${newest_python:-python3}"
 
 step clippy cargo clippy --workspace --all-targets -- -D warnings
-step "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+step "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --target-dir target --all-targets -- -D warnings
 if [ -n "$newest_python" ]; then
     step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
 fi
 step fmt cargo fmt --all --check
 step "fmt (fuzz)" cargo fmt --manifest-path fuzz/Cargo.toml --all --check
 
+echo
+echo "==> time per step (total $((SECONDS / 60)) min $((SECONDS % 60)) s)"
+printf '  %s\n' "${timings[@]}"
 echo
 echo "==> summary"
 for line in "${summary[@]}"; do
