@@ -10,7 +10,8 @@
 //!   graceful shutdown, and glues the protocol to the routes ([`server::session`]);
 //! - [`routes`]: the Rust-native routes answered on the core thread (health, static files);
 //! - [`http`]: the sans-IO HTTP/1.1 protocol: bytes in, events out, no sockets;
-//! - [`ws`]: its WebSocket (RFC 6455) sibling, entered after an HTTP upgrade;
+//! - [`ws`]: its WebSocket (RFC 6455) sibling, entered after an HTTP upgrade
+//!   (both live in the `m0serve-proto` crate, `proto/`, and are re-exported here);
 //! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
 //!   which know nothing of HTTP: they drive [`backend::Session`]s.
 //!
@@ -29,7 +30,7 @@ pub mod app;
 pub mod asgi;
 pub mod backend;
 pub mod cli;
-pub mod http;
+pub use m0serve_proto::http;
 pub mod metrics;
 #[cfg(feature = "python")]
 pub mod python;
@@ -38,6 +39,6 @@ pub mod routes;
 pub mod server;
 pub mod supervisor;
 pub mod tls;
-pub mod ws;
+pub use m0serve_proto::ws;
 #[cfg(feature = "python")]
 pub mod wsgi;

@@ -1,5 +1,5 @@
-use m0serve::http::chunked::{encode_chunk, ChunkedDecoder, Decoded, LAST_CHUNK};
-use m0serve::http::HttpError;
+use m0serve_proto::http::chunked::{encode_chunk, ChunkedDecoder, Decoded, LAST_CHUNK};
+use m0serve_proto::http::HttpError;
 
 use crate::session::LIMITS;
 use crate::split::Split;

@@ -1,4 +1,4 @@
-use m0serve::http::{BodyKind, Event, RequestHead, ServerConn, Version};
+use m0serve_proto::http::{BodyKind, Event, RequestHead, ServerConn, Version};
 
 use crate::session::LIMITS;
 

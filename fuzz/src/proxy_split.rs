@@ -1,4 +1,4 @@
-use m0serve::http::proxy_protocol::{self, Preamble};
+use m0serve_proto::http::proxy_protocol::{self, Preamble};
 
 use crate::session::Session;
 use crate::split::Split;

@@ -1,6 +1,6 @@
-use m0serve::http::chunked::{ChunkedDecoder, Decoded};
-use m0serve::http::response::reason_phrase;
-use m0serve::http::{Event, Framing, ServerConn};
+use m0serve_proto::http::chunked::{ChunkedDecoder, Decoded};
+use m0serve_proto::http::response::reason_phrase;
+use m0serve_proto::http::{Event, Framing, ServerConn};
 
 use crate::head::{is_token, trim_ows};
 use crate::session::LIMITS;

@@ -4,10 +4,10 @@
 //! and the connection carries on as a [`WsConn`] that echoes, and what
 //! happened is written down as a [`Transcript`] to compare between feeds.
 
-use m0serve::http::forwarded;
-use m0serve::http::trusted::Trusted;
-use m0serve::http::{BodyKind, Event, Limits, RequestHead, ServerConn};
-use m0serve::ws::{handshake, WsConn, WsEvent};
+use m0serve_proto::http::forwarded;
+use m0serve_proto::http::trusted::Trusted;
+use m0serve_proto::http::{BodyKind, Event, Limits, RequestHead, ServerConn};
+use m0serve_proto::ws::{handshake, WsConn, WsEvent};
 
 /// Small limits, so that 413, 414 and 431 are within a fuzzer's reach.
 pub const LIMITS: Limits = Limits {

@@ -1,8 +1,8 @@
-use m0serve::ws::close::{INVALID_PAYLOAD, PROTOCOL_ERROR};
-use m0serve::ws::frame::{
+use m0serve_proto::ws::close::{INVALID_PAYLOAD, PROTOCOL_ERROR};
+use m0serve_proto::ws::frame::{
     apply_mask, parse_client_header, parse_server_header, write_client_frame, write_frame, OpCode,
 };
-use m0serve::ws::{WsConn, WsEvent};
+use m0serve_proto::ws::{WsConn, WsEvent};
 
 use crate::session::{echo, MAX_MESSAGE};
 use crate::split::Split;

@@ -1,7 +1,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use m0serve::http::{Event, RequestHead, ServerConn, Version};
-use m0serve::ws::handshake::{is_websocket_request, validate};
+use m0serve_proto::http::{Event, RequestHead, ServerConn, Version};
+use m0serve_proto::ws::handshake::{is_websocket_request, validate};
 
 use crate::session::LIMITS;
 

@@ -28,7 +28,8 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::app::piece;
 use crate::app::{Exchange, Fields, Gone, ResponseEvent, Sent};
-use crate::http::response::{self, is_tchar, status_allows_body};
+use crate::http::is_tchar;
+use crate::http::response::{self, status_allows_body};
 
 /// Headers an application must not send (RFC 9110 §7.6.1, PEP 3333).
 const HOP_BY_HOP: &[&str] = &[

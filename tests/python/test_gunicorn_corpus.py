@@ -52,7 +52,7 @@ CACHE = Path(__file__).resolve().parents[2] / "target" / "peer-corpora"
 # first field that differs ("method", "headers", ...).
 KNOWN: Dict[str, Tuple[str, str]] = {
     "valid/005": ("statuses [400]", "a fragment ('#') in the request-target: origin-form has none (RFC 9112 §3.2.1)"),
-    "valid/012": ("statuses [400]", "Content-Type in the trailer section: fields that say how to read the content are refused there (src/http/chunked.rs, RFC 9110 §6.5.1)"),
+    "valid/012": ("statuses [400]", "Content-Type in the trailer section: fields that say how to read the content are refused there (proto/src/http/chunked.rs, RFC 9110 §6.5.1)"),
     "valid/025": ("statuses [501]", "Transfer-Encoding gzip, chunked: a coding the server does not implement (RFC 9112 §6.1)"),
     "valid/025_line": ("statuses [501]", "Transfer-Encoding gzip, chunked (RFC 9112 §6.1)"),
     "valid/029": ("statuses [501]", "Transfer-Encoding identity, chunked: identity is no transfer coding (RFC 9112 §6.1, §7)"),

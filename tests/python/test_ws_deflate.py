@@ -1,4 +1,4 @@
-"""permessage-deflate (RFC 7692, ``src/ws/deflate.rs``) end to end, both
+"""permessage-deflate (RFC 7692, ``proto/src/ws/deflate.rs``) end to end, both
 backends: the ``websockets`` client's own offer (it compresses by default) and
 a byte-level client that checks what crosses the wire: the ``101``'s answer,
 a compressed frame in (RSV1), a compressed frame out, inflated by zlib. The

@@ -37,4 +37,5 @@ pub use defaults::Defaults;
 pub use error::HttpError;
 pub use fields::Fields;
 pub use head::{BodyKind, RequestHead, Version};
+pub use request_line::is_tchar;
 pub use response::Framing;

@@ -25,8 +25,9 @@ pub(crate) struct RequestLine<'a> {
     pub version: Version,
 }
 
-/// Whether `b` may appear in a token (RFC 9110 §5.6.2 `tchar`).
-pub(crate) fn is_tchar(b: u8) -> bool {
+/// Whether `b` may appear in a token (RFC 9110 §5.6.2 `tchar`): methods,
+/// field names, chunk extensions and parameters are made of them.
+pub fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 

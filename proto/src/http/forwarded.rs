@@ -34,7 +34,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::request_line::is_tchar;
+use super::is_tchar;
 use super::trusted::Trusted;
 use super::Fields;
 

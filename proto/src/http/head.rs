@@ -176,7 +176,7 @@ fn too_large(buf: &[u8], max_head: usize) -> HttpError {
     }
     let method_end = seen.iter().position(|&b| b == b' ').unwrap_or(seen.len());
     let method = &seen[..method_end];
-    if method.is_empty() || !method.iter().all(|&b| request_line::is_tchar(b)) {
+    if method.is_empty() || !method.iter().all(|&b| super::is_tchar(b)) {
         HttpError::BadRequest("malformed request line")
     } else if method_end == seen.len() {
         HttpError::NotImplemented("request method too long")
@@ -187,7 +187,7 @@ fn too_large(buf: &[u8], max_head: usize) -> HttpError {
 
 /// The items of a comma-separated header list, whitespace trimmed, empty ones
 /// skipped (RFC 9110 §5.6.1).
-pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value
         .split(|&b| b == b',')
         .map(trim_ows)

@@ -8,6 +8,7 @@ use super::chunked::{encode_chunk, LAST_CHUNK};
 use super::date;
 use super::defaults::Defaults;
 use super::head::Version;
+use super::is_tchar;
 
 /// How a response body is framed on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,11 +93,6 @@ pub(crate) fn push_int(out: &mut Vec<u8>, mut n: u64, radix: u64) {
     out.extend_from_slice(&tmp[i..]);
 }
 
-/// `tchar` (RFC 9110 §5.6.2): what a field name is made of.
-pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
 /// Whether an app-given field may go on the wire: a token name, and a value
 /// without control characters but HTAB (RFC 9110 §5.5). CR, LF or NUL would
 /// split or end the head (response splitting); the others make strict
@@ -109,12 +105,12 @@ pub(crate) fn field_is_safe(name: &str, value: &[u8]) -> bool {
 
 /// Whether a final response with `status` may carry a body (RFC 9110 §6.4.1:
 /// not 204, not 304).
-pub(crate) fn status_allows_body(status: u16) -> bool {
+pub fn status_allows_body(status: u16) -> bool {
     status != 204 && status != 304
 }
 
 /// A strict Content-Length value: one or more digits, fitting in 64 bits.
-pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
+pub fn parse_length(value: &[u8]) -> Option<u64> {
     if value.is_empty() {
         return None;
     }
@@ -133,7 +129,7 @@ pub(crate) fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// What the request side decided for the response about to be written.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RequestSide {
+pub struct RequestSide {
     pub version: Version,
     /// A HEAD request: no body, but the head as for GET.
     pub head_request: bool,
@@ -143,7 +139,7 @@ pub(crate) struct RequestSide {
 
 /// What [`write_head`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Written {
+pub struct Written {
     pub framing: Framing,
     /// The head did not say `Connection: close`: the connection may be reused.
     pub keep_alive: bool,
@@ -164,7 +160,7 @@ const HEAD_ROOM: usize = 256;
 /// with a warning. `Date` is added unless the app set it, and the
 /// [`Defaults`] (`Server`, the operator's `--header` fields) each unless the
 /// app set a field of its name.
-pub(crate) fn write_head(
+pub fn write_head(
     status: u16,
     headers: &[(&str, &[u8])],
     req: RequestSide,

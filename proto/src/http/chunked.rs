@@ -5,7 +5,7 @@
 //! or a trailer may be split across reads at any byte; only data runs are
 //! handed out as slices, never copied here.
 
-use super::request_line::is_tchar;
+use super::is_tchar;
 use super::response::push_int;
 use super::HttpError;
 

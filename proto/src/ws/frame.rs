@@ -286,19 +286,18 @@ pub fn parse_server_header(buf: &[u8]) -> Option<(ServerHeader, usize)> {
     Some((header, if masked { start + 4 } else { start }))
 }
 
-/// A client frame as the tests' peer sends it: masked, length in the shortest form.
-#[cfg(test)]
-pub(crate) fn client_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
+/// The client side: a whole client frame (FIN as given), masked, its length
+/// in the shortest form, as a test peer or a tool sends it.
+pub fn client_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> {
     let mut out = Vec::new();
     put_masked(&mut out, (u8::from(fin) << 7) | opcode, payload, mask);
     out
 }
 
-/// A server frame as the tests' peer reads it off the front of `buf`:
-/// `(fin, opcode, payload, bytes taken)`, or `None` until it is all there.
-/// Panics on a masked frame (a server never masks).
-#[cfg(test)]
-pub(crate) fn parse_server_frame(buf: &[u8]) -> Option<(bool, u8, Vec<u8>, usize)> {
+/// The client side: a whole server frame read off the front of `buf`, as a
+/// test peer or a tool reads it: `(fin, opcode, payload, bytes taken)`, or
+/// `None` until it is all there. Panics on a masked frame (a server never masks).
+pub fn parse_server_frame(buf: &[u8]) -> Option<(bool, u8, Vec<u8>, usize)> {
     let (h, start) = parse_server_header(buf)?;
     assert!(!h.masked, "a server frame is not masked");
     let end = start + h.len as usize;
