@@ -25,6 +25,10 @@ if [ "$(cat "$base_venv/.commit" 2>/dev/null)" != "$base" ]; then
     git worktree remove --force "$work/base"
     echo "$base" >"$base_venv/.commit"
 fi
+# The ASGI arms run on uvloop, both of them: the base venv gets the head venv's
+# uvloop (without it, `--loop auto` would quietly measure asyncio against uvloop).
+uvloop_pin=$("$venv/bin/python" -m pip freeze | grep -i '^uvloop==')
+"$base_venv/bin/python" -m pip install -q "${uvloop_pin:?bench/.venv has no uvloop}"
 base_venv=$(cd "$base_venv" && pwd)
 mkdir -p "$work/static"
 head -c 1048576 /dev/urandom >"$work/static/big.bin"
@@ -60,5 +64,5 @@ for kb in 64 256; do
     run ab-answers-wsgi-${kb}k "A/B $head against $base: WSGI ${kb} KiB answers, 16 keep-alive connections" \
         "/bytes?kb=$kb" 16 "" "$apps" answers:wsgi
     run ab-answers-asgi-${kb}k "A/B $head against $base: ASGI ${kb} KiB answers, 16 keep-alive connections" \
-        "/bytes?kb=$kb" 16 '"--interface", "asgi",' "$apps" answers:asgi
+        "/bytes?kb=$kb" 16 '"--interface", "asgi", "--loop", "uvloop",' "$apps" answers:asgi
 done
