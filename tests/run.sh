@@ -120,7 +120,7 @@ python_leg() {
     MATURIN_PEP517_ARGS=$profile \
         step "pip install . ($name${profile:+, $profile})" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
     installed_m0serve=$venv/bin/m0serve
-    [ -z "$profile" ] && release_m0serve=$venv/bin/m0serve
+    [ -z "$profile" ] && release_venv=$venv
     M0_TEST_BACKENDS=$backends \
         step "pytest ($name, $backends)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
         --junitxml="target/pytest-$name.xml"
@@ -128,7 +128,7 @@ python_leg() {
 
 maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}
 installed_m0serve=""  # set by python_leg once `pip install .` succeeded
-release_m0serve=""    # the same, by the leg that built the release profile
+release_venv=""      # the venv of the leg that built the release profile
 newest_python=""
 pythons=()
 for want in 3.9 3.13; do
@@ -206,14 +206,14 @@ done
 
 # The probes judge timing mechanisms by order and ratios, on the newest leg's
 # release build (the dev profile's costs would move the GIL turn's slice).
-if [ -n "$release_m0serve" ]; then
-    venv=$(dirname "$(dirname "$release_m0serve")")
+if [ -n "$release_venv" ]; then
+    venv=$release_venv
     for backend in ${python_backends//,/ }; do
-        step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$release_m0serve" --backend "$backend"
+        step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$venv/bin/m0serve" --backend "$backend"
     done
-    step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$release_m0serve" --backend "${python_backends%%,*}"
+    step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$venv/bin/m0serve" --backend "${python_backends%%,*}"
     for backend in ${python_backends//,/ }; do
-        step "probe slow-client ($backend)" timeout 300 "$venv/bin/python" probes/slow_client.py --m0serve "$release_m0serve" --backend "$backend"
+        step "probe slow-client ($backend)" timeout 300 "$venv/bin/python" probes/slow_client.py --m0serve "$venv/bin/m0serve" --backend "$backend"
     done
 elif [ -n "$newest_python" ]; then
     failed+=("the probes did not run: the newest Python leg installed no release build")
