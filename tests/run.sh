@@ -4,7 +4,8 @@
 # the python feature, then the Python leg: for the oldest and the newest
 # supported CPython (3.9, 3.13), a virtualenv with `pip install .` and
 # tests/python/requirements.txt, and the pytest suite (the newest on both
-# backends, the oldest on the first); the Autobahn|Testsuite WebSocket fuzzer
+# backends, the oldest on the first; two xdist workers, then the `serial`
+# tests alone); the Autobahn|Testsuite WebSocket fuzzer
 # (tests/autobahn.sh) on both backends, against an ASGI echo app served by the
 # newest leg's m0serve; the probes on that same release build; the fuzz
 # corpus replayed and each AFL++ fuzz target run for FUZZ_SECONDS (default
@@ -121,9 +122,15 @@ python_leg() {
         step "pip install . ($name${profile:+, $profile})" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
     installed_m0serve=$venv/bin/m0serve
     [ -z "$profile" ] && release_venv=$venv
+    # Two pytest-xdist workers (the suite mostly waits on servers, so this
+    # halves its time on CI's two CPUs), then the tests marked `serial` alone:
+    # they assert a latency bound or a CPU share (tests/python/conftest.py).
     M0_TEST_BACKENDS=$backends \
         step "pytest ($name, $backends)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
-        --junitxml="target/pytest-$name.xml"
+        -n 2 --dist loadgroup -m "not serial" --junitxml="target/pytest-$name.xml"
+    M0_TEST_BACKENDS=$backends \
+        step "pytest ($name, $backends, serial)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
+        -m serial --junitxml="target/pytest-$name-serial.xml"
 }
 
 maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}

@@ -33,6 +33,16 @@ def backends(config: pytest.Config) -> List[str]:
     return [b.strip() for b in chosen.split(",") if b.strip()]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # tests/run.sh runs the suite on two pytest-xdist workers, then the
+    # `serial` tests alone: each asserts a latency bound or a share of the
+    # CPU, which a neighbouring test's server would skew.
+    config.addinivalue_line("markers", "serial: asserts a latency or CPU share; run apart from the parallel batch")
+    # Without xdist (a plain `pytest`) the group mark is inert; registered so
+    # that it is not an unknown mark.
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist keeps on one worker (--dist loadgroup)")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         # Module scope, so a module may keep one server per backend for many tests.

@@ -115,6 +115,7 @@ def test_receive_answers_http_disconnect_once_the_client_leaves(raw):
         time.sleep(0.05)
 
 
+@pytest.mark.serial
 def test_a_plain_close_after_the_request_is_http_disconnect_within_100_ms(raw):
     """A FIN (the client closed its socket) while the app awaits receive()
     after the body: http.disconnect within 100 ms, on both backends."""

@@ -6,8 +6,10 @@ import threading
 import time
 
 import httpx
+import pytest
 
 
+@pytest.mark.serial
 def test_with_the_default_threads_a_sleeping_view_delays_nobody(serve):
     """Views that wait on a database are the common case: with the default
     --blocking-threads, one sleeping 2 s must not hold up another client."""

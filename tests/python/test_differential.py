@@ -38,6 +38,10 @@ GENERATED = 1500  # hypothesis examples
 MUTATED = 3000  # byte edits of corpus cases
 SEED = 11
 
+# One worker builds the inputs once for all five tests (pytest-xdist's
+# --dist loadgroup; tests/run.sh).
+pytestmark = pytest.mark.xdist_group("differential")
+
 
 @dataclass
 class Case:

@@ -145,6 +145,7 @@ def test_ready_is_200_once_up_and_refuses_other_methods(backend: str, workers: i
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.serial
 def test_the_shutdown_delay_serves_on_with_503_then_drains(backend: str, workers: int) -> None:
     delay = 3.0
     server = started(backend, "readiness_wsgi:app", workers, f"--shutdown-delay={delay}")

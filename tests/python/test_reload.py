@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import stop_cleanly
 from test_workers import get, started
 
@@ -39,6 +41,7 @@ def rolls_done(server, n: int, timeout: float) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.serial
 def test_reload_serves_an_edit_survives_a_broken_one_and_serves_the_fix(tmp_path: Path):
     app = tmp_path / "edited.py"
     write_app(app, "v1")

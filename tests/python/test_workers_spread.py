@@ -22,9 +22,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from test_workers import started
 
 from helpers import stop_cleanly
+
+# Shares of a CPU-bound load: run apart from other tests (tests/run.sh).
+pytestmark = pytest.mark.serial
 
 # A view long enough that two workers' GILs are the bottleneck and the
 # test's clients (which share the machine's CPUs with the workers, each
