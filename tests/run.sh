@@ -9,7 +9,7 @@
 # (tests/autobahn.sh) on both backends, against an ASGI echo app served by the
 # newest leg's m0serve; the probes on that same release build; the fuzz
 # corpus replayed and each AFL++ fuzz target run for FUZZ_SECONDS (default
-# 60), one per CPU at a time (fuzz/); deploy/'s manifests, Dockerfile and YAML
+# 45), one per CPU at a time (fuzz/); deploy/'s manifests, Dockerfile and YAML
 # linted (tests/deploy_lint.sh); then clippy (with and without the python
 # feature, and of fuzz/) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
@@ -228,16 +228,16 @@ fi
 
 # The fuzz package (its own workspace): the corpus and the regressions
 # replayed through the targets' checks, then each target fuzzed with AFL++ for
-# FUZZ_SECONDS, as many at once as there are CPUs (fuzz/run.sh: 4 min for the
-# seven on CI's two at 60 s). CI installs cargo-afl (.ci/run);
-# elsewhere a machine without it skips the fuzzing, saying so.
+# FUZZ_SECONDS, as many at once as there are CPUs (fuzz/run.sh: 3 min for the
+# seven on CI's two at 45 s, a smoke run; long runs are by hand). CI installs
+# cargo-afl (.ci/run); elsewhere a machine without it skips the fuzzing, saying so.
 # The replay and its clippy build in the main target/ (--target-dir): its
 # dependencies are the workspace's, already built there, where fuzz/target
 # would build them all again. The AFL build stays in fuzz/target (its
 # instrumented artifacts differ from every other build).
 step "fuzz replay" cargo test --manifest-path fuzz/Cargo.toml --target-dir target
 if cargo afl --version >/dev/null 2>&1; then
-    step fuzz bash fuzz/run.sh "${FUZZ_SECONDS:-60}"
+    step fuzz bash fuzz/run.sh "${FUZZ_SECONDS:-45}"
 elif [ "${CI:-}" = true ]; then
     failed+=("cargo-afl is not installed (.ci/run installs it)")
 else
