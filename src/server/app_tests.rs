@@ -12,7 +12,6 @@ use crate::app::testing::{answer, read_body_with, send, ThreadApp};
 use crate::app::{ResponseEvent, ServerAddr};
 use crate::backend::testing::{Harness, Setup, CLIENT_TIMEOUT};
 use crate::backend::CoreContext;
-use crate::http::Limits;
 use crate::routes::Router;
 
 use super::session::{HttpService, Shared};
@@ -30,25 +29,12 @@ fn backends() -> Vec<(&'static str, Run)> {
 
 fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
     let shared = Arc::new(Shared {
-        router: Router::default(),
-        app: Some(app),
         server: Arc::new(ServerAddr::Tcp {
             host: "127.0.0.1".into(),
             port: 0,
         }),
-        limits: Limits::default(),
-        header_read_timeout: Duration::from_secs(10),
         keep_alive_timeout: Duration::from_secs(10),
-        access_log: None,
-        ws: true,
-        ws_max_message: 16 << 20,
-        response_defaults: None,
-        ws_keepalive: None,
-        ws_deflate: true,
-        body_buffer: None,
-        body_read_timeout: Duration::from_secs(30),
-        send_timeout: Duration::from_secs(30),
-        proxy: Default::default(),
+        ..Shared::for_tests(Router::default(), Some(app))
     });
     Setup::default().spawn_service(run, move |_, _| HttpService::new(shared.clone()))
 }

@@ -475,7 +475,14 @@ mod tests {
     }
 
     fn serve_with(core_main: CoreMain, cores: usize) -> JoinHandle<io::Result<i32>> {
-        let l = tcp_listener();
+        serve_on(tcp_listener(), core_main, cores)
+    }
+
+    fn serve_on(
+        l: listener::Listener,
+        core_main: CoreMain,
+        cores: usize,
+    ) -> JoinHandle<io::Result<i32>> {
         let control = Arc::new(Control::new(16));
         let grace = Duration::from_secs(1);
         std::thread::spawn(move || {
@@ -530,25 +537,8 @@ mod tests {
         let listener::Address::Tcp(addr) = l.addr else {
             unreachable!()
         };
-        let control = Arc::new(Control::new(16));
         let core_main: CoreMain = Arc::new(|ctx| run_backend(Kind::Portable, ctx, Unwired));
-        let grace = Duration::from_secs(1);
-        let t = std::thread::spawn(move || {
-            serve(
-                l,
-                vec![None; 2],
-                Kind::Portable,
-                Batch::new(16),
-                control,
-                Lifecycle {
-                    graceful: grace,
-                    hook: None,
-                    readiness: None,
-                    secure: false,
-                },
-                core_main,
-            )
-        });
+        let t = serve_on(l, core_main, 2);
         // Served (closed at once by the placeholder): the cores run, and the
         // signal handlers were installed before them.
         let mut c = std::net::TcpStream::connect(addr).unwrap();

@@ -96,6 +96,32 @@ pub struct Shared {
     pub proxy: super::proxy::ProxyConfig,
 }
 
+#[cfg(test)]
+impl Shared {
+    /// Settings for tests: `router` and `app`, a Unix-socket server name,
+    /// and otherwise what the command line gives by default.
+    pub(crate) fn for_tests(router: Router, app: Option<Arc<dyn App>>) -> Shared {
+        Shared {
+            router,
+            app,
+            server: Arc::new(ServerAddr::Unix("/test".into())),
+            limits: Limits::default(),
+            header_read_timeout: Duration::from_secs(10),
+            keep_alive_timeout: Duration::from_secs(5),
+            access_log: None,
+            ws: true,
+            ws_max_message: 16 << 20,
+            response_defaults: None,
+            ws_keepalive: None,
+            ws_deflate: true,
+            body_buffer: None,
+            body_read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
+            proxy: Default::default(),
+        }
+    }
+}
+
 /// Opens an [`HttpSession`] per connection; one per core thread.
 pub struct HttpService {
     shared: Arc<Shared>,

@@ -18,7 +18,7 @@ use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent, ServerAddr};
 use crate::backend::share::Board;
 use crate::backend::slab::Key;
 use crate::backend::{Notifier, Peer};
-use crate::http::{BodyKind, RequestHead, Version};
+use crate::http::{BodyKind, Version};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -52,18 +52,7 @@ fn var<T: for<'py> FromPyObjectOwned<'py>>(module: &Py<PyModule>, name: &str) ->
 
 fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> AppRequest {
     AppRequest {
-        head: Arc::new(RequestHead {
-            method: method.to_owned(),
-            target: target.to_owned(),
-            version: Version::Http11,
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-                .collect(),
-            body: BodyKind::Empty,
-            keep_alive: true,
-            expect_continue: false,
-        }),
+        head: Arc::new(crate::routes::testing::request(method, target, headers)),
         peer: Peer::Tcp("10.1.2.3:5555".parse().unwrap()),
         forwarded: Default::default(),
         server: Arc::new(ServerAddr::Tcp {

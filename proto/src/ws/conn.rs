@@ -375,14 +375,9 @@ fn control_payload(payload: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
     use crate::ws::frame::client_frame;
+    use crate::ws::frame::opcode::{BINARY, CLOSE, CONTINUATION as CONT, PING, PONG, TEXT};
 
     const MASK: [u8; 4] = [0xA1, 0x02, 0x7C, 0xF3];
-    const TEXT: u8 = 1;
-    const BINARY: u8 = 2;
-    const CONT: u8 = 0;
-    const CLOSE: u8 = 8;
-    const PING: u8 = 9;
-    const PONG: u8 = 10;
 
     fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
         client_frame(fin, opcode, payload, MASK)

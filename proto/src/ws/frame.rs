@@ -17,6 +17,17 @@ use super::close::{ProtocolError, PROTOCOL_ERROR};
 /// The most payload a control frame may carry (§5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
 
+/// The opcodes' values on the wire (§5.2). [`OpCode`] reads and writes
+/// them; [`client_frame`] takes any byte, a reserved one included.
+pub mod opcode {
+    pub const CONTINUATION: u8 = 0x0;
+    pub const TEXT: u8 = 0x1;
+    pub const BINARY: u8 = 0x2;
+    pub const CLOSE: u8 = 0x8;
+    pub const PING: u8 = 0x9;
+    pub const PONG: u8 = 0xA;
+}
+
 /// A frame's opcode (§5.2); the reserved ones are refused when parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpCode {
@@ -31,12 +42,12 @@ pub enum OpCode {
 impl OpCode {
     fn from_bits(bits: u8) -> Option<OpCode> {
         Some(match bits {
-            0x0 => OpCode::Continuation,
-            0x1 => OpCode::Text,
-            0x2 => OpCode::Binary,
-            0x8 => OpCode::Close,
-            0x9 => OpCode::Ping,
-            0xA => OpCode::Pong,
+            opcode::CONTINUATION => OpCode::Continuation,
+            opcode::TEXT => OpCode::Text,
+            opcode::BINARY => OpCode::Binary,
+            opcode::CLOSE => OpCode::Close,
+            opcode::PING => OpCode::Ping,
+            opcode::PONG => OpCode::Pong,
             _ => return None,
         })
     }
@@ -44,12 +55,12 @@ impl OpCode {
     /// The 4-bit value on the wire.
     pub fn bits(self) -> u8 {
         match self {
-            OpCode::Continuation => 0x0,
-            OpCode::Text => 0x1,
-            OpCode::Binary => 0x2,
-            OpCode::Close => 0x8,
-            OpCode::Ping => 0x9,
-            OpCode::Pong => 0xA,
+            OpCode::Continuation => opcode::CONTINUATION,
+            OpCode::Text => opcode::TEXT,
+            OpCode::Binary => opcode::BINARY,
+            OpCode::Close => opcode::CLOSE,
+            OpCode::Ping => opcode::PING,
+            OpCode::Pong => opcode::PONG,
         }
     }
 

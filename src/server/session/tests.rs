@@ -10,24 +10,7 @@ pub(super) fn notifier() -> Notifier {
 }
 
 pub(super) fn service(router: Router) -> HttpService {
-    HttpService::new(Arc::new(Shared {
-        router,
-        app: None,
-        server: Arc::new(crate::app::ServerAddr::Unix("/test".into())),
-        limits: Limits::default(),
-        header_read_timeout: Duration::from_secs(10),
-        keep_alive_timeout: Duration::from_secs(5),
-        access_log: None,
-        ws: true,
-        ws_max_message: 16 << 20,
-        response_defaults: None,
-        ws_keepalive: None,
-        ws_deflate: true,
-        body_buffer: None,
-        body_read_timeout: Duration::from_secs(30),
-        send_timeout: Duration::from_secs(30),
-        proxy: Default::default(),
-    }))
+    HttpService::new(Arc::new(Shared::for_tests(router, None)))
 }
 
 /// Everything the session wants written, files read in place.

@@ -11,18 +11,13 @@ use crate::app::testing::{answer, echo_messages, receive_ws, send, ws_echo, Thre
 use crate::app::{RequestKind, ResponseEvent, WsMessage};
 use crate::backend::share::Board;
 use crate::backend::Linger;
+use crate::ws::frame::opcode::{BINARY, CLOSE, CONTINUATION as CONT, PING, PONG, TEXT};
 use crate::ws::frame::{client_frame, parse_server_frame};
 use crate::ws::Keepalive;
 
 const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 const MASK: [u8; 4] = [0x37, 0xFA, 0x21, 0x3D];
-const TEXT: u8 = 1;
-const BINARY: u8 = 2;
-const CONT: u8 = 0;
-const CLOSE: u8 = 8;
-const PING: u8 = 9;
-const PONG: u8 = 10;
 
 fn upgrade_request(extra: &str) -> String {
     format!(
@@ -64,22 +59,10 @@ impl Client {
     fn with(app: ThreadApp, max: usize, ws: bool, keepalive: Option<Keepalive>) -> Self {
         let app = Arc::new(app);
         let shared = Shared {
-            router: Router::default(),
-            app: Some(app.clone()),
-            server: Arc::new(crate::app::ServerAddr::Unix("/test".into())),
-            limits: Limits::default(),
-            header_read_timeout: Duration::from_secs(10),
-            keep_alive_timeout: Duration::from_secs(5),
-            access_log: None,
             ws,
             ws_max_message: max,
-            response_defaults: None,
             ws_keepalive: keepalive,
-            ws_deflate: true,
-            body_buffer: None,
-            body_read_timeout: Duration::from_secs(30),
-            send_timeout: Duration::from_secs(30),
-            proxy: Default::default(),
+            ..Shared::for_tests(Router::default(), Some(app.clone()))
         };
         let board = Board::new(1);
         let key = crate::backend::slab::Key::new(0, 0);
