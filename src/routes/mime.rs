@@ -29,9 +29,38 @@ pub fn content_type(path: &Path) -> Cow<'static, str> {
     }
 }
 
+/// The Content-Encoding a file's extension names: `gzip` for `.svgz`, else
+/// none. An `.svgz` is SVG compressed with gzip (SVG 1.1 §1.2), served as
+/// `image/svg+xml` that user agents decode and render, as SVG viewers must
+/// (SVG 1.1 Appendix G); without the field a browser reads gzip bytes as
+/// XML and shows nothing. Other compressed files (`.gz`, `.tgz`) are
+/// archives, served as what they are, for the client to keep compressed.
+pub fn content_encoding(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?;
+    ext.eq_ignore_ascii_case("svgz").then_some("gzip")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_svgz_names_a_content_encoding() {
+        let enc = |name: &str| content_encoding(Path::new(name));
+        assert_eq!(ty("logo.svgz"), "image/svg+xml");
+        assert_eq!(enc("logo.svgz"), Some("gzip"));
+        assert_eq!(enc("a/LOGO.SVGZ"), Some("gzip"));
+        for plain in [
+            "logo.svg",
+            "site.tar.gz",
+            "a.tgz",
+            "svgz",
+            "a.svgz.txt",
+            "noext",
+        ] {
+            assert_eq!(enc(plain), None, "{plain}");
+        }
+    }
 
     fn ty(name: &str) -> String {
         content_type(Path::new(name)).into_owned()

@@ -115,6 +115,9 @@ impl Mount {
 
         let size = meta.len();
         headers.push(("Content-Type".into(), mime::content_type(&path).into()));
+        if let Some(coding) = mime::content_encoding(&path) {
+            headers.push(("Content-Encoding".into(), coding.into()));
+        }
         headers.push(("Accept-Ranges".into(), "bytes".into()));
         // Range handling is defined for GET only (RFC 9110 §14.2): HEAD gets the whole.
         let range = match head.header("Range") {
@@ -377,6 +380,8 @@ mod tests {
             std::fs::write(root.join("hello.txt"), HELLO).unwrap();
             std::fs::write(root.join("a b.css"), "body{}").unwrap();
             std::fs::write(root.join("empty.bin"), "").unwrap();
+            std::fs::write(root.join("logo.svgz"), b"\x1f\x8b\x08\0").unwrap();
+            std::fs::write(root.join("site.tar.gz"), b"\x1f\x8b\x08\0").unwrap();
             std::fs::write(root.join("sub/index.html"), "<p>sub</p>").unwrap();
             std::fs::write(outside.join("secret.txt"), "secret").unwrap();
             symlink(outside.join("secret.txt"), root.join("leak.txt")).unwrap();
@@ -446,6 +451,20 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn an_svgz_is_gzip_encoded_svg_and_a_tarball_stays_compressed() {
+        let f = Fixture::new("static-svgz");
+        let reply = f.get("GET", "/static/logo.svgz", &[]);
+        assert_eq!(reply.status, 200);
+        assert_eq!(header(&reply, "Content-Type"), Some("image/svg+xml"));
+        assert_eq!(header(&reply, "Content-Encoding"), Some("gzip"));
+        let head = f.get("HEAD", "/static/logo.svgz", &[]);
+        assert_eq!(header(&head, "Content-Encoding"), Some("gzip"));
+        let reply = f.get("GET", "/static/site.tar.gz", &[]);
+        assert_eq!(reply.status, 200);
+        assert_eq!(header(&reply, "Content-Encoding"), None);
     }
 
     #[test]
