@@ -125,11 +125,10 @@ python_leg() {
     # Two pytest-xdist workers (the suite mostly waits on servers, so this
     # halves its time on CI's two CPUs), then the tests marked `serial` alone:
     # they assert a latency bound or a CPU share (tests/python/conftest.py).
-    M0_TEST_BACKENDS=$backends \
-        step "pytest ($name, $backends)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
+    local pytest=("$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider)
+    M0_TEST_BACKENDS=$backends step "pytest ($name, $backends)" "${pytest[@]}" \
         -n 2 --dist loadgroup -m "not serial" --junitxml="target/pytest-$name.xml"
-    M0_TEST_BACKENDS=$backends \
-        step "pytest ($name, $backends, serial)" "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
+    M0_TEST_BACKENDS=$backends step "pytest ($name, $backends, serial)" "${pytest[@]}" \
         -m serial --junitxml="target/pytest-$name-serial.xml"
 }
 
