@@ -6,6 +6,7 @@
 #
 #   bash bench/asgi.sh        # ROUNDS (3), DURATION (5s), CONNECTIONS (64)
 #   PYTHON=python3.13 bash bench/asgi.sh   # the same on CPython 3.13 (asgi-hello-py3.13)
+#   SERVER_CPU=1 bash bench/asgi.sh        # every server on CPU 1, wrk on the others (asgi-hello-cpu1)
 #
 # Targets (issue 13): m0serve >= 1.5x Granian's requests per second and >= 2.5x
 # uvicorn's, p99 no worse.
@@ -15,7 +16,7 @@ source bench/venv.sh
 shared=$(shared_dir)
 cat >"$work/spec.json" <<JSON
 {
-  "name": "asgi-hello${PYTHON:+-py$pyver}", "title": "ASGI: GET / of probe_app:asgi, 64 keep-alive connections, CPython $pyver",
+  "name": "asgi-hello${SERVER_CPU:+-cpu$SERVER_CPU}${PYTHON:+-py$pyver}", "title": "ASGI: GET / of probe_app:asgi, 64 keep-alive connections, CPython $pyver${SERVER_CPU:+, servers on CPU $SERVER_CPU}", $pin_spec
   "path": "/", "connections": ${CONNECTIONS:-64}, "threads": 1,
   "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-3}, "baseline": "granian",
   "targets": {"m0serve": 1.5},

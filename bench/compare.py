@@ -26,8 +26,10 @@ command), waited for, and stopped with SIGTERM at the end. Each round runs wrk
 against every arm in turn; the table gives medians (req/s, p50, p99, max) and
 the ratio of each arm's median req/s to the baseline's, the median of each
 round's ratio to the baseline's run beside it (what a target is judged on:
-drift between rounds falls out), and the server's CPU time per request (its
-session's processes, user + system, over wrk's count of requests).
+drift between rounds falls out), the server's CPU time per request (its
+session's processes, user + system, over wrk's count of requests) and wrk's
+own: where wrk shares the server's CPUs, what it spends per request bounds
+how far a cheaper server can pull ahead.
 
 Each server runs in a session of its own (so its whole tree is stopped and
 measured). Where the kernel autogroups sessions for the scheduler
@@ -244,6 +246,9 @@ def run(spec, grouping):
         def wrk(port):
             sched_before = session_sched(sessions[port]) if spec.get("sched") else None
             before = session_cpu_seconds(sessions[port])
+            # wrk is the only child reaped during its run: the children's
+            # times grow by its CPU time alone.
+            client_before = os.times()
             r = parse_wrk(subprocess.run(
                 taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
                                              "-c%d" % spec["connections"], "-d" + spec["duration"], *extra,
@@ -252,6 +257,9 @@ def run(spec, grouping):
             # The server's CPU per request: what a result on a client-bound
             # machine still compares (clock ticks, so ~10 ms resolution a run).
             r["cpu_us"] = (session_cpu_seconds(sessions[port]) - before) * 1e6 / max(r["requests"], 1)
+            client = os.times()
+            r["client_cpu_us"] = ((client.children_user - client_before.children_user)
+                                  + (client.children_system - client_before.children_system)) * 1e6 / max(r["requests"], 1)
             if sched_before:
                 after = session_sched(sessions[port])
                 per_k = 1000.0 / max(r["requests"], 1)
@@ -266,7 +274,7 @@ def run(spec, grouping):
         stop_servers(servers)
 
     sched = ("migrations_per_k", "preempted_per_k") if spec.get("sched") else ()
-    summary = medians(spec, runs, ("rps", "p50_ms", "p99_ms", "max_ms", "cpu_us") + sched)
+    summary = medians(spec, runs, ("rps", "p50_ms", "p99_ms", "max_ms", "cpu_us", "client_cpu_us") + sched)
     for arm in spec["arms"]:
         summary[arm["name"]]["non_2xx"] = sum(r["non_2xx"] for r in runs if r["arm"] == arm["name"])
     base = summary[spec["baseline"]]["rps"]
@@ -279,16 +287,16 @@ def run(spec, grouping):
         paired = [r["rps"] / baseline_by_round[r["round"]] for r in runs if r["arm"] == arm["name"]]
         summary[arm["name"]]["paired_ratio"] = statistics.median(paired)
     targets = spec.get("targets", {})
-    rows = ["| server | median req/s | ratio to %s | per-round ratio | target | CPU per request | p50 | p99 | max | non-2xx |%s"
+    rows = ["| server | median req/s | ratio to %s | per-round ratio | target | CPU per request | wrk's CPU per request | p50 | p99 | max | non-2xx |%s"
             % (spec["baseline"], " migrations per 1k requests | involuntary switches per 1k requests |" if sched else ""),
-            "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|%s" % ("---:|---:|" if sched else "")]
+            "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|%s" % ("---:|---:|" if sched else "")]
     for arm in spec["arms"]:
         s = summary[arm["name"]]
         t = targets.get(arm["name"])
         verdict = "" if t is None else ">= %.2fx: %s" % (t, "met" if s["paired_ratio"] >= t else "MISSED")
-        rows.append("| %s | %s | %.2fx | %.3fx | %s | %.1f µs | %.2f ms | %.2f ms | %.1f ms | %d |" % (
+        rows.append("| %s | %s | %.2fx | %.3fx | %s | %.1f µs | %.1f µs | %.2f ms | %.2f ms | %.1f ms | %d |" % (
             arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], s["paired_ratio"], verdict,
-            s["cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"])
+            s["cpu_us"], s["client_cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"])
             + (" %.1f | %.1f |" % (s["migrations_per_k"], s["preempted_per_k"]) if sched else ""))
     setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm%s, %s, %s (%d CPUs, Linux %s)." % (
         spec["threads"], spec["connections"], spec["duration"], "".join(" " + repr(a) for a in extra),

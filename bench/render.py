@@ -38,13 +38,23 @@ def latest_json(name):
 
 def script_for(name):
     """The bench script that writes `name` (it names its results file; a
-    `-pyX.Y` suffix is the same script run with PYTHON=pythonX.Y)."""
-    name = re.sub(r"-py\d+\.\d+$", "", name)
-    for path in sorted(glob.glob(os.path.join(BENCH, "*.sh")) + glob.glob(os.path.join(BENCH, "*.py"))):
+    `-pyX.Y` suffix is the same script run with PYTHON=pythonX.Y, a `-cpuN`
+    one with SERVER_CPU=N)."""
+    name = re.sub(r"(-cpu\d+)?(-py\d+\.\d+)?$", "", name)
+    # The shell scripts first: compare.py's docstring names an example spec.
+    for path in sorted(glob.glob(os.path.join(BENCH, "*.sh"))) + sorted(glob.glob(os.path.join(BENCH, "*.py"))):
         text = open(path).read()
         if re.search(r"results/%s[-.]" % re.escape(name), text) or re.search(r'"name": "%s[$"]' % re.escape(name), text):
             return "bench/" + os.path.basename(path)
     return None
+
+
+def knobs_for(name):
+    """The environment that re-runs `name`'s variant of its script."""
+    pinned = re.search(r"-cpu(\d+)", name)
+    python = re.search(r"-py(\d+\.\d+)$", name)
+    return ("SERVER_CPU=%s " % pinned.group(1) if pinned else "") + \
+        ("PYTHON=python%s " % python.group(1) if python else "")
 
 
 def plot(name, doc):
@@ -121,7 +131,8 @@ def main():
         raw = latest_json(name)
         doc = json.load(open(raw)) if raw else {}
         if script:
-            section[-1] += " · re-run: `bash %s`" % script if script.endswith(".sh") else \
+            section[-1] += " · re-run: `%sbash %s`" % (knobs_for(name), script) \
+                if script.endswith(".sh") else \
                 " · re-run: `bench/.venv/bin/python %s`" % script
         if doc:
             section[-1] += " · measured on %s" % provenance(doc)

@@ -29,3 +29,12 @@ venv=$(cd "$venv" && pwd)
 pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# SERVER_CPU=N (asgi.sh, wsgi.sh): every server confined to CPU N and wrk to
+# the others, as in a pod with one pinned CPU and its clients elsewhere; the
+# results' names get -cpuN. $pin_spec is the spec's "cpus" entry, or empty.
+pin_spec=
+if [ -n "${SERVER_CPU:-}" ]; then
+    others=$(python3 -c "import os; print(','.join(str(c) for c in sorted(os.sched_getaffinity(0)) if c != ${SERVER_CPU}))")
+    [ -n "$others" ] || { echo "bench: SERVER_CPU needs another CPU for wrk" >&2; exit 2; }
+    pin_spec='"cpus": {"server": "'$SERVER_CPU'", "client": "'$others'"},'
+fi

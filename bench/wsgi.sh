@@ -7,6 +7,7 @@
 # a release build). Arms alternate round by round.
 #
 #   bash bench/wsgi.sh        # ROUNDS (3), DURATION (5s), CONNECTIONS (64), PYTHON (python3)
+#   SERVER_CPU=1 bash bench/wsgi.sh   # every server on CPU 1, wrk on the others (wsgi-hello-cpu1)
 #
 # Writes bench/results/wsgi-hello-<date>.json and bench/results/wsgi-hello.md.
 # Target (issue 3): m0serve >= 1.3x Granian's requests per second, p99 no worse.
@@ -16,7 +17,7 @@ source bench/venv.sh
 shared=$(shared_dir)
 cat >"$work/spec.json" <<JSON
 {
-  "name": "wsgi-hello${PYTHON:+-py$pyver}", "title": "WSGI: GET / of probe_app:wsgi, 64 keep-alive connections, CPython $pyver",
+  "name": "wsgi-hello${SERVER_CPU:+-cpu$SERVER_CPU}${PYTHON:+-py$pyver}", "title": "WSGI: GET / of probe_app:wsgi, 64 keep-alive connections, CPython $pyver${SERVER_CPU:+, servers on CPU $SERVER_CPU}", $pin_spec
   "path": "/", "connections": ${CONNECTIONS:-64}, "threads": 1,
   "duration": "${DURATION:-5s}", "rounds": ${ROUNDS:-3}, "baseline": "granian",
   "targets": {"m0serve-loop": 1.3, "m0serve-pool": 1.3},
