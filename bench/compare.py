@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import re
+import resource
 import signal
 import socket
 import statistics
@@ -137,6 +138,13 @@ def session_sched(sid):
 def spinners(count):
     """`count` processes that each spin a CPU, unpinned: a noisy neighbour."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def children_cpu():
+    """CPU seconds of the waited-for children: the servers are reaped only at
+    the end, so the difference around a run is the load client's own."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def taskset(cpus, cmd):
@@ -246,9 +254,7 @@ def run(spec, grouping):
         def wrk(port):
             sched_before = session_sched(sessions[port]) if spec.get("sched") else None
             before = session_cpu_seconds(sessions[port])
-            # wrk is the only child reaped during its run: the children's
-            # times grow by its CPU time alone.
-            client_before = os.times()
+            client_before = children_cpu()
             r = parse_wrk(subprocess.run(
                 taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
                                              "-c%d" % spec["connections"], "-d" + spec["duration"], *extra,
@@ -257,9 +263,7 @@ def run(spec, grouping):
             # The server's CPU per request: what a result on a client-bound
             # machine still compares (clock ticks, so ~10 ms resolution a run).
             r["cpu_us"] = (session_cpu_seconds(sessions[port]) - before) * 1e6 / max(r["requests"], 1)
-            client = os.times()
-            r["client_cpu_us"] = ((client.children_user - client_before.children_user)
-                                  + (client.children_system - client_before.children_system)) * 1e6 / max(r["requests"], 1)
+            r["client_cpu_us"] = (children_cpu() - client_before) * 1e6 / max(r["requests"], 1)
             if sched_before:
                 after = session_sched(sessions[port])
                 per_k = 1000.0 / max(r["requests"], 1)

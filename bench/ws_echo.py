@@ -18,18 +18,10 @@ Each round runs ws_bench against every arm in turn; the table gives medians
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 
-from compare import alternate, medians, save_results, start_servers, stop_servers  # noqa: E402
-
-
-def children_cpu():
-    """CPU seconds of the waited-for children: the servers are reaped only at
-    the end, so the difference around a run is the load client's own."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+from compare import alternate, children_cpu, medians, save_results, start_servers, stop_servers  # noqa: E402
 
 
 def ws_bench(spec, port, connections, seconds):
