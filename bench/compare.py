@@ -313,7 +313,9 @@ def run(spec, grouping):
 
 def versions():
     """What was measured: this interpreter, the servers installed beside it,
-    and the checkout's commit (marked dirty when it has uncommitted changes)."""
+    and the commit m0serve was built from (bench/venv.sh records it beside
+    the build, dirty when the source had uncommitted changes); without that
+    record, the checkout's commit, marked as such."""
     from importlib import metadata
     found = {"python": platform.python_version()}
     for pkg in ("m0serve", "granian", "uvicorn", "gunicorn", "uvloop"):
@@ -321,10 +323,16 @@ def versions():
             found[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             pass
-    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout.strip()
-    commit = git("rev-parse", "--short", "HEAD")
-    if commit and "m0serve" in found:
-        found["m0serve"] += " @ %s%s" % (commit, "-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    if "m0serve" not in found:
+        return found
+    try:
+        found["m0serve"] += " @ %s" % open(os.path.join(sys.prefix, "m0serve-build")).read().strip()
+    except OSError:
+        git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD")
+        if commit:
+            found["m0serve"] += " @ %s%s (the checkout; the build's commit was not recorded)" % (
+                commit, "-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     return found
 
 

@@ -24,6 +24,11 @@ fi
 if [ "${BENCH_INSTALLED:-}" != 1 ]; then
     "$venv/bin/python" -m pip install -q -r "$(shared_dir)/bench-peers.txt" django flask websockets==17.4 matplotlib
     "$venv/bin/python" -m pip install -q --force-reinstall --no-deps .
+    # The build's commit, for the results (compare.py's versions()): with
+    # BENCH_INSTALLED=1 the checkout may have moved on since.
+    { git rev-parse --short HEAD | tr -d '\n'
+      [ -z "$(git status --porcelain --untracked-files=no -- . ':!bench')" ] || printf -- '-dirty'
+    } >"$venv/m0serve-build"
 fi
 venv=$(cd "$venv" && pwd)
 pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
