@@ -70,9 +70,11 @@ pub enum ResponseEvent {
         subprotocol: Option<String>,
         headers: Fields,
     },
-    /// A WebSocket message to the client (after `WsAccept`).
+    /// A WebSocket message to the client (after `WsAccept`). A binary one
+    /// is a [`crate::app::piece`], as a body is: a big `bytes` from the app
+    /// is framed from its own buffer, not copied on the app's thread first.
     WsText(String),
-    WsBinary(Vec<u8>),
+    WsBinary(Bytes),
     /// Close the WebSocket (the closing handshake, §7); before `WsAccept`:
     /// deny the request with a 403.
     WsClose {
@@ -955,7 +957,7 @@ mod tests {
         // The app's sends count their bytes like a body.
         let text = ResponseEvent::WsText("x".repeat(RESPONSE_HIGH_WATER));
         assert!(matches!(ex.try_send(text), Ok(Sent::Queued)));
-        let more = ex.try_send(ResponseEvent::WsBinary(b"more".to_vec()));
+        let more = ex.try_send(ResponseEvent::WsBinary(Bytes::from_static(b"more")));
         assert!(matches!(more, Ok(Sent::Full(ResponseEvent::WsBinary(_)))));
         let close = ResponseEvent::WsClose {
             code: 1000,
@@ -988,7 +990,7 @@ mod tests {
         );
         ex.written(2);
         assert!(matches!(
-            ex.try_send(ResponseEvent::WsBinary(Vec::new())),
+            ex.try_send(ResponseEvent::WsBinary(Bytes::new())),
             Ok(Sent::Queued)
         ));
     }

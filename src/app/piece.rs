@@ -1,5 +1,6 @@
-//! Answer body pieces as the core sends them: [`bytes::Bytes`], shared between the
-//! application side that made them and the core thread that writes them.
+//! Answer body pieces (and binary WebSocket messages) as the core sends
+//! them: [`bytes::Bytes`], shared between the application side that made
+//! them and the core thread that writes them.
 //!
 //! A piece of [`WHOLE_PIECE`] bytes or more is queued as it came, never
 //! copied into the connection's output, and lent to a backend that sends
@@ -7,6 +8,8 @@
 //! application's buffer to the kernel. An application's own `bytes` object
 //! becomes such a piece without a copy ([`from_py_bytes`]); shorter bodies
 //! are copied, and gathered with the head a small answer goes in one write.
+//! A binary WebSocket message is framed into the output by the core thread
+//! (its one copy), so a big one costs the app's thread no copy at all.
 
 /// A body piece at least this long is queued and sent as the buffer it came
 /// in; shorter ones are gathered into the output.

@@ -196,7 +196,7 @@ pub fn echo_messages(ex: &Exchange) -> Option<u16> {
     loop {
         let echo = match receive_ws(ex).ok()? {
             WsMessage::Text(text) => ResponseEvent::WsText(text),
-            WsMessage::Binary(data) => ResponseEvent::WsBinary(data),
+            WsMessage::Binary(data) => ResponseEvent::WsBinary(data.into()),
             WsMessage::Disconnect { code, .. } => return Some(code),
         };
         // A failed send: the Disconnect is still to be received.

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::{Answer, Channel};
-use crate::app::{Fields, ResponseEvent, WsMessage};
+use crate::app::{piece, Fields, ResponseEvent, WsMessage};
 use crate::http::head::list_items;
 use crate::ws::close::{is_valid_code, ABNORMAL, NORMAL};
 
@@ -174,12 +174,7 @@ impl Channel {
                 let bytes = get(message, intern!(py, "bytes"))?;
                 let event = match (text, bytes) {
                     (Some(text), None) => ResponseEvent::WsText(text.extract()?),
-                    (None, Some(bytes)) => {
-                        let bytes = bytes.cast_into::<PyBytes>().map_err(|_| {
-                            PyValueError::new_err("websocket.send: bytes must be bytes")
-                        })?;
-                        ResponseEvent::WsBinary(bytes.as_bytes().to_vec())
-                    }
+                    (None, Some(bytes)) => binary_message(bytes)?,
                     _ => {
                         return Err(PyValueError::new_err(
                             "websocket.send needs exactly one of text and bytes",
@@ -253,5 +248,38 @@ impl Channel {
         self.answer = Answer::Ended;
         // The client may have gone: then nobody is owed the close.
         let _ = self.exchange.try_send(event);
+    }
+}
+
+/// A `websocket.send`'s `bytes` as the message to frame: a piece, so a big
+/// one is framed by the core from the app's own buffer.
+fn binary_message(bytes: Bound<'_, PyAny>) -> PyResult<ResponseEvent> {
+    let bytes = bytes
+        .cast_into::<PyBytes>()
+        .map_err(|_| PyValueError::new_err("websocket.send: bytes must be bytes"))?;
+    Ok(ResponseEvent::WsBinary(piece::from_py_bytes(
+        &bytes,
+        usize::MAX,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::piece::WHOLE_PIECE;
+
+    #[test]
+    fn a_big_binary_message_is_the_apps_own_buffer() {
+        Python::initialize();
+        Python::attach(|py| {
+            let big = PyBytes::new(py, &vec![5u8; WHOLE_PIECE]);
+            let Ok(ResponseEvent::WsBinary(data)) = binary_message(big.clone().into_any()) else {
+                panic!("not a binary message");
+            };
+            assert_eq!(data.as_ptr(), big.as_bytes().as_ptr(), "copied");
+            assert_eq!(&data[..], big.as_bytes());
+            let text = PyString::new(py, "x").into_any();
+            assert!(binary_message(text).is_err(), "a str as bytes");
+        });
     }
 }

@@ -159,7 +159,7 @@ fn recording() -> (ThreadApp, Arc<Mutex<Vec<WsMessage>>>) {
         while let Ok(m) = receive_ws(&ex) {
             let echo = match &m {
                 WsMessage::Text(t) => Some(ResponseEvent::WsText(t.clone())),
-                WsMessage::Binary(b) => Some(ResponseEvent::WsBinary(b.clone())),
+                WsMessage::Binary(b) => Some(ResponseEvent::WsBinary(b.clone().into())),
                 WsMessage::Disconnect { .. } => None,
             };
             log.lock().unwrap().push(m);
