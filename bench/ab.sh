@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A/B: this checkout against another commit of m0serve, side by side, on the
 # io_uring backend: WSGI hello (GET / of shared/probe_app.py:wsgi, --cores 1,
-# one pool thread, 64 connections), a 1 MiB static file (16 connections), and
-# 64 and 256 KiB answers of bench/apps/answers.py, WSGI and ASGI (16 connections).
-# For a change that must leave throughput where it was.
+# one pool thread, 64 connections), a 1 MiB static file (16 connections),
+# 64 and 256 KiB answers of bench/apps/answers.py, WSGI and ASGI (16
+# connections), and a 64 KiB binary WebSocket echo (tests/apps/asgi_ws_echo.py,
+# 16 connections, examples/ws_bench.rs). For a change that must leave
+# throughput where it was.
 #
 #   BASE=<commit> bash bench/ab.sh      # ROUNDS (5), DURATION (5s)
+#   BASE=<commit> ONLY=ws bash bench/ab.sh   # only the results whose names match the regex ONLY
 #
 # The base is built once per commit into bench/.venv-base (a release build
 # from a git worktree). Writes bench/results/ab-hello.md, ab-static-1m.md and
@@ -45,7 +48,10 @@ arms() {  # $1: extra m0serve flags as JSON list items; $2: app dir, $3: app
 ARM
     done
 }
+# ONLY=REGEX: just the results whose names match it.
+wanted() { [[ $1 =~ ${ONLY:-.} ]]; }
 run() {  # name title path connections extra-flags [app-dir app]
+    wanted "$1" || return 0
     cat >"$work/spec.json" <<JSON
 {
   "name": "$1", "title": "$2", "path": "$3", "connections": $4, "threads": 1,
@@ -66,3 +72,19 @@ for kb in 64 256; do
     run ab-answers-asgi-${kb}k "A/B $head against $base: ASGI ${kb} KiB answers, 16 keep-alive connections" \
         "/bytes?kb=$kb" 16 '"--interface", "asgi", "--loop", "uvloop",' "$apps" answers:asgi
 done
+if wanted ab-ws-binary-64k; then
+    cargo build -q --release --example ws_bench
+    seconds=${DURATION:-5s}
+    cat >"$work/spec.json" <<JSON
+{
+  "name": "ab-ws-binary-64k", "title": "A/B $head against $base: ASGI WebSocket echo of 64 KiB binary messages, 16 connections",
+  "path": "/", "client": "$PWD/target/release/examples/ws_bench",
+  "connections": 16, "seconds": ${seconds%s}, "message_bytes": 65536, "message_kind": "binary",
+  "rounds": ${ROUNDS:-5}, "baselines": ["base"],
+  "arms": [
+$(arms '"--interface", "asgi", "--loop", "uvloop",' "$(cd tests/apps && pwd)" asgi_ws_echo:app)
+  ]
+}
+JSON
+    "$venv/bin/python" bench/ws_echo.py "$work/spec.json"
+fi

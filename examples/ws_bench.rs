@@ -1,9 +1,9 @@
 //! A WebSocket echo load client (bench/ws_echo.sh): CONNECTIONS clients, one
-//! blocking thread each, send a text message and wait for its echo, again
-//! and again, for SECONDS. Built on the crate's sans-IO pieces: the accept
+//! blocking thread each, send a message (text unless KIND is `binary`) and
+//! wait for its echo, again and again, for SECONDS. Built on the crate's sans-IO pieces: the accept
 //! key of [`handshake::accept_key`], and the client side of [`frame`].
 //!
-//! Usage: `ws_bench URL CONNECTIONS SECONDS MESSAGE_BYTES`, URL as
+//! Usage: `ws_bench URL CONNECTIONS SECONDS MESSAGE_BYTES [KIND]`, URL as
 //! `ws://HOST:PORT/PATH`. Prints one JSON line: round trips per second and
 //! the p50/p99/max round-trip latency, over all connections.
 
@@ -25,15 +25,25 @@ type Latencies = Vec<u64>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, conns, secs, size] = &args[..] else {
-        eprintln!("usage: ws_bench ws://HOST:PORT/PATH CONNECTIONS SECONDS MESSAGE_BYTES");
-        return ExitCode::from(2);
+    let (url, conns, secs, size, kind) = match &args[..] {
+        [url, conns, secs, size] => (url, conns, secs, size, "text"),
+        [url, conns, secs, size, kind] => (url, conns, secs, size, kind.as_str()),
+        _ => {
+            eprintln!("usage: ws_bench ws://HOST:PORT/PATH CONNECTIONS SECONDS MESSAGE_BYTES [text|binary]");
+            return ExitCode::from(2);
+        }
     };
-    let (Some((addr, path)), Ok(conns), Ok(secs), Ok(size)) = (
+    let opcode = match kind {
+        "text" => Some(OpCode::Text),
+        "binary" => Some(OpCode::Binary),
+        _ => None,
+    };
+    let (Some((addr, path)), Ok(conns), Ok(secs), Ok(size), Some(opcode)) = (
         parse_url(url),
         conns.parse::<usize>(),
         secs.parse::<f64>(),
         size.parse::<usize>(),
+        opcode,
     ) else {
         eprintln!("ws_bench: bad arguments {args:?}");
         return ExitCode::from(2);
@@ -48,7 +58,7 @@ fn main() -> ExitCode {
                 ready.wait();
                 let mut conn = conn?;
                 let deadline = Instant::now() + Duration::from_secs_f64(secs);
-                conn.run(size, deadline)
+                conn.run(size, opcode, deadline)
             })
         })
         .collect();
@@ -160,12 +170,12 @@ impl Client {
         Ok(Client { stream, buf, mask })
     }
 
-    /// Echo round trips until `deadline`, then a clean close.
-    fn run(&mut self, size: usize, deadline: Instant) -> io::Result<Latencies> {
+    /// Echo round trips of `opcode` messages until `deadline`, then a clean close.
+    fn run(&mut self, size: usize, opcode: OpCode, deadline: Instant) -> io::Result<Latencies> {
         let message: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
         // The message never changes, so it is framed (and masked) once.
         let mut framed = Vec::new();
-        frame::write_client_frame(&mut framed, OpCode::Text, &message, self.mask);
+        frame::write_client_frame(&mut framed, opcode, &message, self.mask);
         let mut latencies = Vec::with_capacity(1 << 16);
         loop {
             let sent = Instant::now();
@@ -173,11 +183,11 @@ impl Client {
                 break;
             }
             self.stream.write_all(&framed)?;
-            let (opcode, payload) = self.next_message()?;
+            let (echoed, payload) = self.next_message()?;
             latencies.push(sent.elapsed().as_nanos() as u64);
-            if opcode != OpCode::Text.bits() || payload != message {
+            if echoed != opcode.bits() || payload != message {
                 return Err(bad(format!(
-                    "echo differs (opcode {opcode:#x}, {} bytes)",
+                    "echo differs (opcode {echoed:#x}, {} bytes)",
                     payload.len()
                 )));
             }
