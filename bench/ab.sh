@@ -8,7 +8,7 @@
 # throughput where it was.
 #
 #   BASE=<commit> bash bench/ab.sh      # ROUNDS (5), DURATION (5s)
-#   BASE=<commit> ONLY=ws bash bench/ab.sh   # only the results whose names match the regex ONLY
+#   BASE=<commit> ONLY=ws-binary bash bench/ab.sh   # only the results whose names match the regex ONLY
 #
 # The base is built once per commit into bench/.venv-base (a release build
 # from a git worktree). Writes bench/results/ab-hello.md, ab-static-1m.md and
