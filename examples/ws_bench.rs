@@ -1,7 +1,8 @@
 //! A WebSocket echo load client (bench/ws_echo.sh): CONNECTIONS clients, one
 //! blocking thread each, send a message (text unless KIND is `binary`) and
-//! wait for its echo, again and again, for SECONDS. Built on the crate's sans-IO pieces: the accept
-//! key of [`handshake::accept_key`], and the client side of [`frame`].
+//! wait for its echo, again and again, for SECONDS. Built on the crate's
+//! sans-IO pieces: the accept key of [`handshake::accept_key`], and the
+//! client side of [`frame`].
 //!
 //! Usage: `ws_bench URL CONNECTIONS SECONDS MESSAGE_BYTES [KIND]`, URL as
 //! `ws://HOST:PORT/PATH`. Prints one JSON line: round trips per second and

@@ -70,10 +70,10 @@ pub enum ResponseEvent {
         subprotocol: Option<String>,
         headers: Fields,
     },
-    /// A WebSocket message to the client (after `WsAccept`). A binary one
-    /// is a [`crate::app::piece`], as a body is: a big `bytes` from the app
-    /// is framed from its own buffer, not copied on the app's thread first.
+    /// A WebSocket message to the client (after `WsAccept`).
     WsText(String),
+    /// A binary one: a [`crate::app::piece`], as a body is, so a big `bytes`
+    /// from the app is framed from its own buffer, not copied on its thread first.
     WsBinary(Bytes),
     /// Close the WebSocket (the closing handshake, §7); before `WsAccept`:
     /// deny the request with a 403.
