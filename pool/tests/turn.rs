@@ -230,7 +230,8 @@ fn popped_before_the_attach_jobs_are_overtaken() {
     assert!(overtaken(&order) > 0, "{order:?}");
 }
 
-/// The policy a pool thread runs its jobs under.
+/// The policy a pool thread runs its jobs under (SCHED_BATCH is Linux's).
+#[cfg(target_os = "linux")]
 fn job_policy(turn: TurnConfig) -> i32 {
     let pool = Pool::start_with(
         Config {

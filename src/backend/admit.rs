@@ -2,7 +2,7 @@
 //! goes (here, or handed to a sibling) and what it needs before it is served.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 use socket2::SockRef;
 
@@ -60,7 +60,7 @@ pub fn prepare(fd: BorrowedFd<'_>) -> io::Result<Peer> {
 /// Accept one connection, non-blocking and close-on-exec.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
+    use std::os::fd::{AsRawFd, FromRawFd};
     let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
     // SAFETY: the listener is a valid descriptor for the call; null address
     // pointers are allowed (the peer is looked up at admission).

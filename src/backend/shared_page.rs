@@ -10,15 +10,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 /// A new, zeroed shared page of `len` bytes, as a descriptor to inherit.
-#[cfg(not(target_os = "linux"))]
-pub fn create(_name: &CStr, _len: usize) -> io::Result<OwnedFd> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "no memfd on this system",
-    ))
-}
-
-/// A new, zeroed shared page of `len` bytes, as a descriptor to inherit.
 #[cfg(target_os = "linux")]
 pub fn create(name: &CStr, len: usize) -> io::Result<OwnedFd> {
     // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
@@ -28,7 +19,40 @@ pub fn create(name: &CStr, len: usize) -> io::Result<OwnedFd> {
     }
     // SAFETY: memfd_create returned a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: ftruncate on the descriptor just created; it zero-fills.
+    sized(fd, len)
+}
+
+/// A new, zeroed shared page of `len` bytes, as a descriptor to inherit.
+/// Without memfd (macOS), a POSIX shared memory object unlinked as soon as
+/// it is open: only the descriptor names it then, as a memfd would be.
+/// Darwin caps the name at 31 bytes (PSHMNAMLEN), so `name` is not used.
+#[cfg(not(target_os = "linux"))]
+pub fn create(_name: &CStr, len: usize) -> io::Result<OwnedFd> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static MADE: AtomicU32 = AtomicU32::new(0);
+    let unique = format!(
+        "/m0-{}-{}",
+        std::process::id(),
+        MADE.fetch_add(1, Ordering::Relaxed)
+    );
+    let unique = std::ffi::CString::new(unique).expect("no NUL in a formatted name");
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL;
+    // SAFETY: shm_open with a NUL-terminated name; the mode is read as the
+    // variadic argument it is; the result is checked. POSIX opens it close-on-exec.
+    let raw = unsafe { libc::shm_open(unique.as_ptr(), flags, 0o600 as libc::c_uint) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: shm_open returned a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: shm_unlink of the name just made; the open descriptor keeps the object.
+    unsafe { libc::shm_unlink(unique.as_ptr()) };
+    sized(fd, len)
+}
+
+/// `fd` grown to `len` zeroed bytes.
+fn sized(fd: OwnedFd, len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: ftruncate on a descriptor this process owns; it zero-fills.
     if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -20,11 +20,11 @@ type Run = fn(CoreContext, HttpService) -> io::Result<()>;
 
 /// Every backend this platform has.
 fn backends() -> Vec<(&'static str, Run)> {
-    let mut all: Vec<(&'static str, Run)> =
-        vec![("portable", crate::backend::portable::run::<HttpService>)];
-    #[cfg(target_os = "linux")]
-    all.push(("uring", crate::backend::uring::run::<HttpService>));
-    all
+    vec![
+        ("portable", crate::backend::portable::run::<HttpService>),
+        #[cfg(target_os = "linux")]
+        ("uring", crate::backend::uring::run::<HttpService>),
+    ]
 }
 
 fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {

@@ -196,14 +196,46 @@ fn check_listening(fd: &OwnedFd) -> io::Result<()> {
     if kind != Type::STREAM {
         return Err(invalid("not a stream socket (SOCK_STREAM)"));
     }
-    let domain = sock.domain()?;
+    // The bound address's family: SO_DOMAIN, which socket2's `domain()`
+    // reads, is Linux's alone; getsockname answers the same everywhere.
+    let domain = sock.local_addr()?.domain();
     if ![Domain::IPV4, Domain::IPV6, Domain::UNIX].contains(&domain) {
         return Err(invalid("not a TCP or Unix domain socket"));
     }
-    if !sock.is_listener()? {
+    if !is_listener(fd)? {
         return Err(invalid("not listening (nobody called listen(2) on it)"));
     }
     Ok(())
+}
+
+/// Whether `listen(2)` was called on the socket (SO_ACCEPTCONN).
+#[cfg(not(target_vendor = "apple"))]
+fn is_listener(fd: &OwnedFd) -> io::Result<bool> {
+    socket2::SockRef::from(fd).is_listener()
+}
+
+/// Whether `listen(2)` was called on the socket: socket2 reads SO_ACCEPTCONN
+/// only on Linux and the BSDs it names, but Darwin answers it too
+/// (`getsockopt(2)`, `sys/socket.h`).
+#[cfg(target_vendor = "apple")]
+fn is_listener(fd: &OwnedFd) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_ACCEPTCONN writes one c_int into `value`, which `len` sizes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value != 0)
 }
 
 /// Take over a listener a supervisor bound and passed down (a worker's):
@@ -429,7 +461,10 @@ mod tests {
             setup,
         )
         .unwrap();
+        // Only Linux reports a listener's backlog back (TCP_INFO).
+        #[cfg(target_os = "linux")]
         assert_eq!(listen_backlog(&tcp), Some(7));
+        drop(tcp);
     }
 
     /// A listening TCP socket's backlog, as the kernel reports it (Linux:
@@ -450,11 +485,6 @@ mod tests {
             )
         };
         (rc == 0).then_some(info.tcpi_sacked)
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn listen_backlog(_l: &Listener) -> Option<u32> {
-        Some(7)
     }
 
     #[test]

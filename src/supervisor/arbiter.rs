@@ -839,11 +839,6 @@ fn share_tally() -> Option<(OwnedFd, Tally)> {
     }
     match tally::create().and_then(|fd| Tally::map(&fd).map(|t| (fd, t))) {
         Ok(shared) => Some(shared),
-        // No memfd (macOS): said once at debug, not warned at every start.
-        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-            tracing::debug!("no connection tally for the workers: {e}");
-            None
-        }
         Err(e) => {
             tracing::warn!("no connection tally for the workers: {e}");
             None

@@ -115,6 +115,7 @@ impl Worker {
         if inherit.portable {
             command.env(link::BACKEND, "portable");
         }
+        #[cfg(target_os = "linux")]
         let supervisor = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs in the child between fork and exec and
         // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
@@ -131,10 +132,13 @@ impl Worker {
                         return Err(io::Error::last_os_error());
                     }
                 }
+                // Killed when the supervisor's thread that spawned it dies
+                // (the supervisor's main loop, which lives to the end).
+                // Elsewhere (macOS has no parent-death signal) the lifeline
+                // alone ends an orphan: its watcher thread reads end of file
+                // and exits (link.rs).
                 #[cfg(target_os = "linux")]
                 {
-                    // Killed when the supervisor's thread that spawned it dies
-                    // (the supervisor's main loop, which lives to the end).
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                     if libc::getppid() != supervisor {
                         libc::_exit(1);

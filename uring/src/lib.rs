@@ -23,6 +23,9 @@
 //! All of the backend's `unsafe` lives here (see `ring.rs` for the rule that
 //! keeps buffers alive while the kernel uses them). tokio-uring is not used:
 //! it has no multishot operations and no control over a pass.
+//!
+//! io_uring is Linux's alone; on every other system this crate is empty.
+#![cfg(target_os = "linux")]
 
 mod bufs;
 mod ring;
