@@ -108,15 +108,19 @@ build() {
     rm -rf --one-file-system "$root.old.$$"
 }
 
-# ensure: build unless the stamp matches, then keep the lock shared (fd 9, which
-# CMD inherits) so that no rebuild swaps the chroot out under a running CMD.
+# ensure: build unless the stamp matches, and return holding the lock shared
+# (fd 9, which CMD inherits): runs share it, and a rebuild waits for it
+# exclusively, so it never swaps the chroot out under a running CMD.
 ensure() {
     mkdir -p "$(dirname "$root")"
     exec 9>"$root.lock"
-    flock 9
-    # `if`, not `||`: set -e is off inside a function called from an || list.
-    if [ "$(cat "$root/.m0-sid-stamp" 2>/dev/null)" != "$stamp" ]; then build; fi
     flock -s 9
+    # `if`, not `||`: set -e is off inside a function called from an || list.
+    if [ "$(cat "$root/.m0-sid-stamp" 2>/dev/null)" != "$stamp" ]; then
+        flock 9  # and again: another ensure may have built it meanwhile
+        if [ "$(cat "$root/.m0-sid-stamp" 2>/dev/null)" != "$stamp" ]; then build; fi
+        flock -s 9
+    fi
 }
 
 case "${1:-}" in
@@ -125,6 +129,10 @@ run)
     shift
     [ $# -gt 0 ] || { echo "usage: $0 run CMD..." >&2; exit 2; }
     ensure
+    case "$PWD/" in
+    "$repo"/* | /tmp/* | "$cargo_home"/* | "$rustup_home"/*) ;;
+    *) echo "sid.sh: note: $PWD is not shared with the host; CMD runs in the chroot's own" >&2 ;;
+    esac
     enter "$root" "$PWD" 1 "$@"
     ;;
 __inner) shift; inner "$@" ;;
