@@ -25,6 +25,8 @@ import threading
 import traceback
 from typing import Any, Dict, Optional
 
+from m0serve import _interface
+
 # Seconds request tasks cancelled at shutdown have for their cleanup.
 CANCELLED_GRACE = 2.0
 
@@ -82,13 +84,15 @@ def eager_task(loop):
 class Runner:
     """The executor thread, its loop and the lifespan."""
 
-    def __init__(self, app, executor, loop_kind: str, lifespan: str) -> None:
+    def __init__(self, app, executor, loop_kind: str, lifespan: str, version: str = "3.0") -> None:
+        if version == "2.0":
+            app = _interface.asgi3(app)
         self.app = app
         self.executor = executor
         self.loop, self.loop_name = new_loop(loop_kind)
         self.lifespan: Optional[Lifespan] = None
         if lifespan != "off":
-            self.lifespan = Lifespan(app, executor, lifespan == "on")
+            self.lifespan = Lifespan(app, executor, lifespan == "on", version)
         self.thread: Optional[threading.Thread] = None
 
     def start(self) -> Optional[str]:
@@ -156,8 +160,9 @@ class Runner:
 class Lifespan:
     """The lifespan protocol: the app's lifespan call runs for the server's life."""
 
-    def __init__(self, app, executor, required: bool) -> None:
+    def __init__(self, app, executor, required: bool, version: str = "3.0") -> None:
         self.app = app
+        self.version = version
         self.executor = executor
         self.required = required
         self.task: Optional[asyncio.Task] = None
@@ -188,7 +193,7 @@ class Lifespan:
     async def _main(self) -> None:
         scope = {
             "type": "lifespan",
-            "asgi": {"version": "3.0", "spec_version": "2.0"},
+            "asgi": {"version": self.version, "spec_version": "2.0"},
             "state": self.executor.state,
         }
         try:

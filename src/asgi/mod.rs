@@ -51,12 +51,33 @@ pub use wake::Inbox;
 /// How the ASGI layer serves.
 #[derive(Clone, Debug)]
 pub struct AsgiConfig {
+    /// The ASGI version the application speaks.
+    pub version: AsgiVersion,
     /// `root_path` in every scope (`--root-path`).
     pub root_path: String,
     pub event_loop: EventLoop,
     pub lifespan: Lifespan,
     /// Requests in flight on the loop before calls are refused (`--backpressure`).
     pub backpressure: usize,
+}
+
+/// The ASGI version an application speaks: 3 (a coroutine called with
+/// `(scope, receive, send)`), or 2 (called with the scope, the result
+/// awaited with `(receive, send)`), which `m0serve._asgi` adapts to 3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsgiVersion {
+    Three,
+    Two,
+}
+
+impl AsgiVersion {
+    /// `scope["asgi"]["version"]`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AsgiVersion::Three => "3.0",
+            AsgiVersion::Two => "2.0",
+        }
+    }
 }
 
 /// A request waiting for the loop to pick it up.
@@ -333,7 +354,7 @@ impl AsgiApp {
             py,
             Executor {
                 inbox: Arc::clone(&inbox),
-                scope: scope::Constants::new(py, &config.root_path)?,
+                scope: scope::Constants::new(py, &config.root_path, config.version)?,
                 bound: OnceLock::new(),
             },
         )?;
@@ -361,6 +382,7 @@ impl AsgiApp {
                     self.executor.clone_ref(py),
                     self.config.event_loop.name(),
                     self.config.lifespan.name(),
+                    self.config.version.as_str(),
                 ))
             })
             .map_err(|e| format!("starting the ASGI executor: {e}"))?;

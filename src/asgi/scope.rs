@@ -71,12 +71,12 @@ pub(super) struct Constants {
 }
 
 impl Constants {
-    pub(super) fn new(py: Python<'_>, root_path: &str) -> PyResult<Constants> {
+    pub(super) fn new(py: Python<'_>, root_path: &str, version: super::AsgiVersion) -> PyResult<Constants> {
         let base = |kind: &str, scheme: &str, extension: &str| -> PyResult<Templates> {
             let base = PyDict::new(py);
             base.set_item("type", kind)?;
             let asgi = PyDict::new(py);
-            asgi.set_item("version", "3.0")?;
+            asgi.set_item("version", version.as_str())?;
             asgi.set_item("spec_version", "2.4")?;
             base.set_item("asgi", asgi)?;
             base.set_item("scheme", scheme)?;

@@ -18,8 +18,8 @@ pub(super) struct AppArgs {
     #[arg(env = "M0SERVE_APP", value_name = "APP")]
     pub(super) app: Option<String>,
 
-    /// The application's interface.
-    #[arg(long, env = "M0SERVE_INTERFACE", value_enum, default_value_t = Interface::Wsgi)]
+    /// The application's interface; auto tells ASGI 3, ASGI 2 and WSGI apart from the object (the log says what it found).
+    #[arg(long, env = "M0SERVE_INTERFACE", value_enum, default_value_t = Interface::Auto)]
     interface: Interface,
 
     /// ASGI: the event loop; auto is uvloop when it is installed, else asyncio.
@@ -68,11 +68,18 @@ pub(super) struct AppArgs {
     root_path: String,
 }
 
-/// The interface the application speaks.
+/// The interface the application speaks (`--interface`).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interface {
+    /// Found from the application object (`m0serve._interface`).
+    Auto,
     Wsgi,
+    /// ASGI: version 3, or 2 where the object is an ASGI 2 class. `asgi3`
+    /// is uvicorn's name for it.
+    #[value(alias = "asgi3")]
     Asgi,
+    /// ASGI 2, whatever the object looks like.
+    Asgi2,
 }
 
 /// The asyncio event loop an ASGI application runs on (`--loop`).

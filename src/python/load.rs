@@ -90,8 +90,9 @@ pub fn load(py: Python<'_>, spec: &AppSpec) -> Result<Py<PyAny>, LoadError> {
 
     // What the object was meant to be, as --interface says.
     let kind = match spec.interface {
+        Interface::Auto => "an",
         Interface::Wsgi => "a WSGI",
-        Interface::Asgi => "an ASGI",
+        Interface::Asgi | Interface::Asgi2 => "an ASGI",
     };
     if spec.factory {
         if !object.is_callable() {

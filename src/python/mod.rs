@@ -3,6 +3,7 @@
 //! [`main`], which parses the same command line as the pure-Rust binary,
 //! loads the WSGI or ASGI application, and serves it with the GIL released.
 
+mod interface;
 mod load;
 
 use std::ffi::OsString;
@@ -11,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-use crate::asgi::{AsgiApp, AsgiConfig};
-use crate::cli::{self, AppSpec, CliError, Interface, Invocation};
+use crate::asgi::{AsgiApp, AsgiConfig, AsgiVersion};
+use crate::cli::{self, AppSpec, CliError, Invocation};
 use crate::server::{Options, Phase};
 use crate::supervisor;
 use crate::wsgi::{WsgiApp, WsgiConfig};
+use interface::Served;
 
 /// Exit status for a bad command line or an application that cannot be loaded.
 const USAGE: i32 = 2;
@@ -78,8 +80,15 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
             return Ok(USAGE);
         }
     };
-    if spec.interface == Interface::Asgi {
-        return serve_asgi(py, options, &spec, object);
+    let (served, why) = match interface::resolve(py, spec.interface, object.bind(py)) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("m0serve: error: telling the interface of '{}': {e}", spec.target);
+            return Ok(USAGE);
+        }
+    };
+    if let Served::Asgi(version) = served {
+        return serve_asgi(py, options, &spec, object, version, &why);
     }
     let app = match WsgiApp::new(py, object, wsgi_config(&spec)) {
         Ok(app) => app,
@@ -91,7 +100,7 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
     options.app = Some(app.clone());
     let_the_server_take_sigint(py)?;
     tracing::info!(
-        "serving {} (WSGI, {})",
+        "serving {} (WSGI, {}): {why}",
         spec.target,
         match spec.blocking_threads {
             0 => "loop-only".to_string(),
@@ -114,8 +123,11 @@ fn serve_asgi(
     mut options: Options,
     spec: &AppSpec,
     object: Py<PyAny>,
+    version: AsgiVersion,
+    why: &str,
 ) -> PyResult<i32> {
     let config = AsgiConfig {
+        version,
         root_path: spec.root_path.clone(),
         event_loop: spec.event_loop,
         lifespan: spec.lifespan,
@@ -139,7 +151,8 @@ fn serve_asgi(
     let drain_began = drain_clock(&mut options);
     options.app = Some(app.clone());
     let_the_server_take_sigint(py)?;
-    tracing::info!("serving {} (ASGI, {event_loop})", spec.target);
+    let interface = Served::Asgi(version).name();
+    tracing::info!("serving {} ({interface}, {event_loop}): {why}", spec.target);
     let status = py.detach(|| cli::serve(options));
     let began = *drain_began.lock().unwrap_or_else(PoisonError::into_inner);
     let left = began.map_or(Duration::ZERO, |t| graceful.saturating_sub(t.elapsed()));

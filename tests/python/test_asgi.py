@@ -272,7 +272,7 @@ def test_the_event_loop_flag(serve, event_loop):
     if event_loop == "uvloop":
         pytest.importorskip("uvloop")
     server = serve("asgi_raw:http_only", *ASGI, f"--loop={event_loop}", "--lifespan=off")
-    server.wait_for(rf"\(ASGI, {event_loop}\)")
+    server.wait_for(rf"\(ASGI 3, {event_loop}\)")
     assert httpx.get(server.url + "/", timeout=10).json() == {"ok": True}
 
 

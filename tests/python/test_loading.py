@@ -53,7 +53,9 @@ def test_a_missing_attribute_is_one_line():
 def test_an_object_that_is_not_callable_is_one_line():
     line = one_line("plain:not_callable")
     assert "'plain:not_callable'" in line and "not callable" in line and "str" in line
-    assert "not a WSGI application" in line
+    # --interface auto (the default) refuses only this: what is not callable.
+    assert "not an application" in line
+    assert "not a WSGI application" in one_line("--interface", "wsgi", "plain:not_callable")
 
 
 def test_the_not_callable_line_names_the_interface_asked_for():
