@@ -71,7 +71,11 @@ pub(super) struct Constants {
 }
 
 impl Constants {
-    pub(super) fn new(py: Python<'_>, root_path: &str, version: super::AsgiVersion) -> PyResult<Constants> {
+    pub(super) fn new(
+        py: Python<'_>,
+        root_path: &str,
+        version: super::AsgiVersion,
+    ) -> PyResult<Constants> {
         let base = |kind: &str, scheme: &str, extension: &str| -> PyResult<Templates> {
             let base = PyDict::new(py);
             base.set_item("type", kind)?;

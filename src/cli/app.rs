@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::builder::FalseyValueParser;
-use clap::{Args, ValueEnum};
+use clap::{ArgAction, Args, ValueEnum};
 
 use super::values::at_least_one;
 use super::CliError;
@@ -31,7 +31,8 @@ pub(super) struct AppArgs {
     lifespan: Lifespan,
 
     /// APP names a factory: call it (no arguments) to get the application.
-    #[arg(long, env = "M0SERVE_FACTORY", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "M0SERVE_FACTORY", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true")]
     factory: bool,
 
     /// Directory put first on sys.path before APP is imported (relative to --working-dir).
@@ -167,13 +168,33 @@ impl AppArgs {
     }
 
     /// Check and assemble the application flags (None: no `APP` was named).
-    pub(super) fn spec(self) -> Result<Option<AppSpec>, CliError> {
-        let Some(target) = self.app else {
+    pub(super) fn spec(mut self) -> Result<Option<AppSpec>, CliError> {
+        let Some(target) = self.app.take() else {
             return Ok(None);
         };
         let (module, attrs) = split_target(&target).map_err(CliError::Usage)?;
+        self.assemble(target, module, attrs).map(Some)
+    }
+
+    /// The application flags for an application object the caller already
+    /// holds (the Python API's), named `name` in messages: nothing to import.
+    pub(super) fn spec_of_object(self, name: String) -> Result<AppSpec, CliError> {
+        if let Some(target) = &self.app {
+            return Err(CliError::Usage(format!(
+                "an application object was given, and APP '{target}' too (M0SERVE_APP?)"
+            )));
+        }
+        self.assemble(name, String::new(), Vec::new())
+    }
+
+    fn assemble(
+        self,
+        target: String,
+        module: String,
+        attrs: Vec<String>,
+    ) -> Result<AppSpec, CliError> {
         let threads = self.blocking_threads;
-        Ok(Some(AppSpec {
+        Ok(AppSpec {
             module,
             attrs,
             factory: self.factory,
@@ -188,7 +209,7 @@ impl AppArgs {
             interface: self.interface,
             event_loop: self.event_loop,
             lifespan: self.lifespan,
-        }))
+        })
     }
 }
 

@@ -94,6 +94,26 @@ pub struct Supervision {
     pub metrics_address: Option<String>,
 }
 
+impl Supervision {
+    /// The first flag given that only a supervisor carries out (None: one
+    /// process can serve alone, as the Python API serves an object).
+    pub fn needs_supervisor(&self) -> Option<&'static str> {
+        let recycle = &self.recycle;
+        [
+            (self.workers != 1, "--workers"),
+            (self.reload.is_some(), "--reload"),
+            (self.pid_file.is_some(), "--pid-file"),
+            (self.metrics_address.is_some(), "--metrics-address"),
+            (!self.shutdown_delay.is_zero(), "--shutdown-delay"),
+            (recycle.max_requests.is_some(), "--workers-max-requests"),
+            (recycle.lifetime.is_some(), "--workers-lifetime"),
+            (recycle.max_rss.is_some(), "--workers-max-rss"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 /// What the pure-Rust binary says when asked to serve a Python application.
 pub const NO_PYTHON: &str =
     "this build has no Python support; install with pip (`pip install .`) and run its m0serve to serve APP";
@@ -192,6 +212,23 @@ pub fn serve(options: Options) -> i32 {
 /// Parse `args` (the program name first) and the `M0SERVE_*` variables, and
 /// check the router configuration; starts nothing.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, CliError> {
+    parse_as(args, None)
+}
+
+/// As [`parse`], for an application object the caller holds (the Python
+/// API's), named `name` in messages: an `APP` is refused, and the
+/// invocation's [`AppSpec`] is the object's.
+pub fn parse_for_object(
+    args: impl IntoIterator<Item = OsString>,
+    name: &str,
+) -> Result<Invocation, CliError> {
+    parse_as(args, Some(name))
+}
+
+fn parse_as(
+    args: impl IntoIterator<Item = OsString>,
+    object: Option<&str>,
+) -> Result<Invocation, CliError> {
     let Args {
         server,
         routes,
@@ -206,7 +243,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
     let reload = reload.watch(app.dir()).map_err(CliError::Usage)?;
     let backend = server.backend()?;
     let router = routes.router()?;
-    let app = app.spec()?;
+    let app = match object {
+        None => app.spec()?,
+        Some(name) => Some(app.spec_of_object(name.to_string())?),
+    };
     let proxy = proxy.proxy(proxy::uvicorn_env())?;
     let tls = tls.settings()?;
     let options = Options {
@@ -238,6 +278,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
         worker: 1,
         phase_hook: None,
         tls,
+        remote: None,
     };
     Ok(Invocation {
         options,
@@ -252,6 +293,39 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Cli
             metrics_address: server.metrics_address,
         },
     })
+}
+
+/// How a long flag takes its value, for callers that build a command line
+/// from names and values (the Python API's keywords).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagKind {
+    /// Present or absent (`--no-ws`).
+    Switch,
+    /// On or off, `--name=true|false` (`--access-log`, `--ws`).
+    Toggle,
+    /// One value (`--port=8000`).
+    Value,
+    /// Repeatable, one value each time (`--header`).
+    List,
+}
+
+/// Every long flag but `--help` and `--version`, with how it takes its value.
+pub fn flags() -> Vec<(String, FlagKind)> {
+    use clap::{ArgAction, CommandFactory};
+    Args::command()
+        .get_arguments()
+        .filter_map(|arg| {
+            let name = arg.get_long()?;
+            let kind = match arg.get_action() {
+                ArgAction::Help | ArgAction::Version => return None,
+                ArgAction::SetTrue | ArgAction::SetFalse => FlagKind::Switch,
+                ArgAction::Append => FlagKind::List,
+                _ if arg.get_num_args().is_some_and(|n| n.min_values() == 0) => FlagKind::Toggle,
+                _ => FlagKind::Value,
+            };
+            Some((name.to_string(), kind))
+        })
+        .collect()
 }
 
 /// Help and version pass through; an error keeps only its first line, which

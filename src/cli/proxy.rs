@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 
 use clap::builder::FalseyValueParser;
-use clap::Args;
+use clap::{ArgAction, Args};
 
 use super::CliError;
 use crate::http::trusted::Trusted;
@@ -18,12 +18,14 @@ const UVICORN_ENV: &str = "FORWARDED_ALLOW_IPS";
 pub(super) struct ProxyArgs {
     /// Apply Forwarded (RFC 7239) or X-Forwarded-For/-Proto/-Host/-Port from
     /// --forwarded-allow-ips peers: the client's address, scheme and host.
-    #[arg(long, env = "M0SERVE_PROXY_HEADERS", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "M0SERVE_PROXY_HEADERS", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true")]
     proxy_headers: bool,
 
     /// Connections from --forwarded-allow-ips peers open with a PROXY protocol
     /// (v1 or v2) preamble naming the client; without one they are closed.
-    #[arg(long, env = "M0SERVE_PROXY_PROTOCOL", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "M0SERVE_PROXY_PROTOCOL", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true")]
     proxy_protocol: bool,
 
     /// Peers trusted for --proxy-headers and --proxy-protocol: addresses and

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::FalseyValueParser;
-use clap::{Args, ValueEnum};
+use clap::{ArgAction, Args, ValueEnum};
 
 use super::values::{at_least_one, parse_mode, parse_seconds};
 use super::CliError;
@@ -49,7 +49,8 @@ pub(super) struct ServerArgs {
     backend: Option<BackendArg>,
 
     /// Shorthand for --backend uring.
-    #[arg(long, env = "M0SERVE_URING", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "M0SERVE_URING", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true")]
     uring: bool,
 
     /// Open connections at most; more wait in the listen backlog.
@@ -73,7 +74,8 @@ pub(super) struct ServerArgs {
     pub(super) metrics_address: Option<String>,
 
     /// Log each request in the common log format (or the --access-log-format).
-    #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "M0SERVE_ACCESS_LOG", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true")]
     access_log: bool,
 
     /// The access log's line: gunicorn's atoms (%(h)s %(t)s "%(r)s" %(s)s %(D)s %({name}i)s ...) or json; turns the access log on.

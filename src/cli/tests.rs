@@ -561,7 +561,7 @@ fn app_defaults() {
             blocking_threads: 4,
             backpressure: BACKPRESSURE_PER_THREAD * 4,
             root_path: String::new(),
-            interface: Interface::Wsgi,
+            interface: Interface::Auto,
             event_loop: EventLoop::Auto,
             lifespan: Lifespan::Auto,
         }
@@ -1010,5 +1010,53 @@ fn uvicorn_variable_is_the_trusted_list_unless_the_flag_is_given() {
             )
         }
         _ => panic!("a bad FORWARDED_ALLOW_IPS accepted"),
+    }
+}
+
+#[test]
+fn switches_take_an_optional_value_after_an_equals_sign() {
+    let with = |args: &[&str], env: &[(&str, &str)]| {
+        let invocation = parse_env(args, env).unwrap_or_else(|e| panic!("{args:?}: {e:?}"));
+        (
+            invocation.options.access_log.is_some(),
+            invocation.app.map(|a| a.target),
+        )
+    };
+    assert_eq!(
+        with(&["--access-log", "app:app"], &[]),
+        (true, Some("app:app".into()))
+    );
+    assert_eq!(with(&["--access-log=true"], &[]), (true, None));
+    // The flag's value wins over its variable, both ways.
+    assert_eq!(
+        with(&["--access-log=false"], &[("M0SERVE_ACCESS_LOG", "1")]),
+        (false, None)
+    );
+    assert_eq!(with(&[], &[("M0SERVE_ACCESS_LOG", "1")]), (true, None));
+    let reload = |args: &[&str]| ok(args).supervision.reload.is_some();
+    assert!(reload(&["--reload", "app:app"]));
+    assert!(!reload(&["--reload=false", "app:app"]));
+}
+
+#[test]
+fn the_flag_table_names_each_flag_with_how_it_takes_a_value() {
+    let table: std::collections::HashMap<String, FlagKind> = super::flags().into_iter().collect();
+    assert_eq!(table["port"], FlagKind::Value);
+    assert_eq!(table["access-log"], FlagKind::Toggle);
+    assert_eq!(table["ws"], FlagKind::Toggle);
+    assert_eq!(table["no-ws"], FlagKind::Switch);
+    assert_eq!(table["header"], FlagKind::List);
+    assert_eq!(table["static-path-mount"], FlagKind::List);
+    assert!(!table.contains_key("help") && !table.contains_key("version"));
+    // Every flag parses in the form the table gives it.
+    for (name, kind) in &table {
+        let arg = match kind {
+            FlagKind::Switch => format!("--{name}"),
+            FlagKind::Toggle => format!("--{name}=false"),
+            FlagKind::Value | FlagKind::List => continue,
+        };
+        if let Err(CliError::Usage(e)) = parse_env(&[arg.as_str()], &[]) {
+            assert!(!e.contains("unexpected"), "{arg}: {e}");
+        }
     }
 }

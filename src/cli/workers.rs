@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::FalseyValueParser;
-use clap::Args;
+use clap::{ArgAction, Args};
 
 use super::values::{at_least_one, parse_positive_seconds, parse_size};
 use crate::supervisor::recycle::Recycle;
@@ -75,7 +75,8 @@ fn mebibytes(s: &str) -> Result<u64, String> {
 #[derive(Args, Debug)]
 pub(super) struct ReloadArgs {
     /// Roll the workers when a watched file changes (development).
-    #[arg(long, env = "M0SERVE_RELOAD", value_parser = FalseyValueParser::new())]
+    #[arg(long, env = "M0SERVE_RELOAD", value_parser = FalseyValueParser::new(), action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true")]
     reload: bool,
 
     /// With --reload: a directory to watch instead of the app's (repeatable; the variable holds one).

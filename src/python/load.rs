@@ -88,6 +88,17 @@ pub fn load(py: Python<'_>, spec: &AppSpec) -> Result<Py<PyAny>, LoadError> {
         };
     }
 
+    called(py, spec, object)
+}
+
+/// The application `object` stands for: its factory's result with
+/// `--factory`, itself otherwise; it must be callable.
+pub fn called<'py>(
+    py: Python<'py>,
+    spec: &AppSpec,
+    mut object: Bound<'py, PyAny>,
+) -> Result<Py<PyAny>, LoadError> {
+    let target = &spec.target;
     // What the object was meant to be, as --interface says.
     let kind = match spec.interface {
         Interface::Auto => "an",

@@ -3,6 +3,7 @@
 //! [`main`], which parses the same command line as the pure-Rust binary,
 //! loads the WSGI or ASGI application, and serves it with the GIL released.
 
+mod api;
 mod interface;
 mod load;
 
@@ -28,6 +29,8 @@ const USAGE: i32 = 2;
 fn m0serve_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(api::flags, m)?)?;
+    m.add_class::<api::Server>()?;
     Ok(())
 }
 
@@ -39,15 +42,22 @@ fn m0serve_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// raised while the application is imported propagate.
 #[pyfunction]
 fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
+    let invocation = match cli::parse(argv.clone()) {
+        Ok(invocation) => invocation,
+        Err(e) => return Ok(e.report()),
+    };
+    run(py, &argv, invocation)
+}
+
+/// Run a parsed command line that names its `APP`: as its supervisor, or,
+/// started by one, as a worker that imports the application and serves it.
+fn run(py: Python<'_>, argv: &[OsString], invocation: Invocation) -> PyResult<i32> {
     let Invocation {
         mut options,
         log_level,
         app,
         supervision,
-    } = match cli::parse(argv.clone()) {
-        Ok(invocation) => invocation,
-        Err(e) => return Ok(e.report()),
-    };
+    } = invocation;
     let Some(spec) = app else {
         let missing = "missing the APP to serve, as module:attribute (e.g. m0serve app:app)";
         return Ok(CliError::Usage(missing.into()).report());
@@ -59,7 +69,7 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
     let Some(link) = link else {
         // The supervisor: it never imports the application.
         cli::init_logging(log_level, None);
-        let relaunch = match relaunch(py, &argv) {
+        let relaunch = match relaunch(py, argv) {
             Ok(relaunch) => relaunch,
             Err(e) => {
                 eprintln!("m0serve: error: finding the interpreter to start workers: {e}");
@@ -67,7 +77,7 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
             }
         };
         let plan = supervisor::Plan::new(&options, &supervision, relaunch);
-        let_the_server_take_sigint(py)?;
+        let _sigint = SigintTaken::take(py)?;
         return Ok(py.detach(|| supervisor::run(plan)));
     };
     cli::init_logging(log_level, Some(link.number));
@@ -80,17 +90,26 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
             return Ok(USAGE);
         }
     };
+    serve(py, options, &spec, object)
+}
+
+/// Serve the loaded application `object` in this process, through the
+/// interface `--interface` names or its shape tells; returns the exit status.
+fn serve(py: Python<'_>, mut options: Options, spec: &AppSpec, object: Py<PyAny>) -> PyResult<i32> {
     let (served, why) = match interface::resolve(py, spec.interface, object.bind(py)) {
         Ok(found) => found,
         Err(e) => {
-            eprintln!("m0serve: error: telling the interface of '{}': {e}", spec.target);
+            eprintln!(
+                "m0serve: error: telling the interface of '{}': {e}",
+                spec.target
+            );
             return Ok(USAGE);
         }
     };
     if let Served::Asgi(version) = served {
-        return serve_asgi(py, options, &spec, object, version, &why);
+        return serve_asgi(py, options, spec, object, version, &why);
     }
-    let app = match WsgiApp::new(py, object, wsgi_config(&spec)) {
+    let app = match WsgiApp::new(py, object, wsgi_config(spec)) {
         Ok(app) => app,
         Err(e) => {
             eprintln!("m0serve: error: starting the WSGI application: {e}");
@@ -98,7 +117,7 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
         }
     };
     options.app = Some(app.clone());
-    let_the_server_take_sigint(py)?;
+    let _sigint = SigintTaken::take(py)?;
     tracing::info!(
         "serving {} (WSGI, {}): {why}",
         spec.target,
@@ -150,7 +169,7 @@ fn serve_asgi(
     let graceful = options.graceful_timeout;
     let drain_began = drain_clock(&mut options);
     options.app = Some(app.clone());
-    let_the_server_take_sigint(py)?;
+    let _sigint = SigintTaken::take(py)?;
     let interface = Served::Asgi(version).name();
     tracing::info!("serving {} ({interface}, {event_loop}): {why}", spec.target);
     let status = py.detach(|| cli::serve(options));
@@ -204,22 +223,45 @@ fn wsgi_config(spec: &AppSpec) -> WsgiConfig {
     }
 }
 
-/// Give SIGINT back to the default disposition at the Python level, so the
-/// server's handler (installed by `server::run`) is the only one: Python's
-/// own would otherwise be chained to it and raise KeyboardInterrupt once
-/// `main` returns, turning a clean Ctrl-C shutdown into a traceback. Python
-/// lets only its main thread change handlers; from any other thread (an
-/// embedding), the server's handler is simply installed over Python's.
-fn let_the_server_take_sigint(py: Python<'_>) -> PyResult<()> {
-    let threading = PyModule::import(py, "threading")?;
-    let current = threading.call_method0("current_thread")?;
-    let main = threading.call_method0("main_thread")?;
-    if current.is(&main) {
+/// Python's SIGINT handler, given back to the default disposition while the
+/// server serves, so the server's handler (installed by `server::run`) is
+/// the only one: Python's own would otherwise be chained to it and raise
+/// KeyboardInterrupt once serving returns, turning a clean Ctrl-C shutdown
+/// into a traceback. Put back on drop, for a process that goes on (the
+/// Python API). Python lets only its main thread change handlers; from any
+/// other thread (an embedding, a test's server), the server's handler is
+/// simply installed over Python's.
+struct SigintTaken<'py> {
+    /// `signal` and the handler to put back (None: not the main thread).
+    restore: Option<(Bound<'py, PyModule>, Bound<'py, PyAny>)>,
+}
+
+impl<'py> SigintTaken<'py> {
+    fn take(py: Python<'py>) -> PyResult<SigintTaken<'py>> {
+        let threading = PyModule::import(py, "threading")?;
+        let current = threading.call_method0("current_thread")?;
+        let main = threading.call_method0("main_thread")?;
+        if !current.is(&main) {
+            return Ok(SigintTaken { restore: None });
+        }
         let signal = PyModule::import(py, "signal")?;
-        signal.call_method1(
-            "signal",
-            (signal.getattr("SIGINT")?, signal.getattr("SIG_DFL")?),
-        )?;
+        let number = signal.getattr("SIGINT")?;
+        let previous = signal.call_method1("signal", (&number, signal.getattr("SIG_DFL")?))?;
+        // None: a handler Python did not install, which it cannot put back.
+        let restore = (!previous.is_none()).then_some((signal, previous));
+        Ok(SigintTaken { restore })
     }
-    Ok(())
+}
+
+impl Drop for SigintTaken<'_> {
+    fn drop(&mut self) {
+        if let Some((signal, previous)) = self.restore.take() {
+            let put_back = signal
+                .getattr("SIGINT")
+                .and_then(|number| signal.call_method1("signal", (number, previous)));
+            if let Err(e) = put_back {
+                tracing::warn!("putting Python's SIGINT handler back: {e}");
+            }
+        }
+    }
 }

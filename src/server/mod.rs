@@ -13,6 +13,7 @@ mod app_tests;
 pub mod cpus;
 pub mod listener;
 pub mod proxy;
+pub mod remote;
 pub mod request_budget;
 mod sampler;
 pub mod session;
@@ -117,6 +118,9 @@ pub struct Options {
     pub phase_hook: Option<PhaseHook>,
     /// Serve TLS with these certificates (None: plain HTTP).
     pub tls: Option<crate::tls::Settings>,
+    /// The embedder's handle (the Python API): told where the server is
+    /// ready, and able to stop it as SIGTERM would.
+    pub remote: Option<remote::Remote>,
 }
 
 /// A moment in the server's life that [`Options::phase_hook`] is told of.
@@ -227,6 +231,7 @@ pub fn run(mut options: Options) -> io::Result<i32> {
             hook,
             readiness,
             secure,
+            remote: options.remote.take(),
         },
         Arc::new(core_main),
     )
@@ -240,6 +245,7 @@ struct Lifecycle {
     readiness: Option<Arc<crate::routes::Readiness>>,
     /// The cores serve TLS: the address is logged as `https://`.
     secure: bool,
+    remote: Option<remote::Remote>,
 }
 
 /// The CPU of each core thread of this (single) process, logging how many
@@ -302,6 +308,7 @@ fn serve(
         mut hook,
         readiness,
         secure,
+        remote,
     } = lifecycle;
     let mut tell = |phase| {
         if let Some(hook) = hook.as_mut() {
@@ -312,6 +319,11 @@ fn serve(
     // Handlers go in before the log line: a SIGTERM sent by whoever read
     // it must begin a shutdown, not kill the process.
     let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    if let Some(remote) = &remote {
+        // Closing the iterator ends the wait below, as a failing core does.
+        let handle = signals.handle();
+        remote.on_stop(Box::new(move || handle.close()));
+    }
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::new(n);
     let rotate_accepts = backend::accept::rotate(listener.shared);
@@ -354,13 +366,18 @@ fn serve(
     if !failed.load(Ordering::SeqCst) {
         control.join_tally();
         tell(Phase::Ready);
-        // Ends with a signal, or with None when a failing core closed the iterator.
-        if let Some(signal) = signals.forever().next() {
-            let name = if signal == SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
-            };
+        if let Some(remote) = &remote {
+            remote.ready(listener.addr.url(secure));
+        }
+        // Ends with a signal, or with None when a failing core (or the
+        // embedder's stop) closed the iterator.
+        let name = match signals.forever().next() {
+            Some(SIGINT) => Some("SIGINT"),
+            Some(_) => Some("SIGTERM"),
+            None if !failed.load(Ordering::SeqCst) => Some("stop requested"),
+            None => None,
+        };
+        if let Some(name) = name {
             tracing::info!("{name}: shutting down (graceful timeout {graceful:?})");
         }
     }
@@ -379,6 +396,9 @@ fn serve(
         let _ = t.join();
     }
     signals.handle().close();
+    if let Some(remote) = &remote {
+        remote.release();
+    }
     drop(listener); // unlinks a Unix socket's file
     Ok(if failed.load(Ordering::SeqCst) { 1 } else { 0 })
 }
@@ -475,13 +495,14 @@ mod tests {
     }
 
     fn serve_with(core_main: CoreMain, cores: usize) -> JoinHandle<io::Result<i32>> {
-        serve_on(tcp_listener(), core_main, cores)
+        serve_on(tcp_listener(), core_main, cores, None)
     }
 
     fn serve_on(
         l: listener::Listener,
         core_main: CoreMain,
         cores: usize,
+        remote: Option<remote::Remote>,
     ) -> JoinHandle<io::Result<i32>> {
         let control = Arc::new(Control::new(16));
         let grace = Duration::from_secs(1);
@@ -497,6 +518,7 @@ mod tests {
                     hook: None,
                     readiness: None,
                     secure: false,
+                    remote,
                 },
                 core_main,
             )
@@ -538,7 +560,7 @@ mod tests {
             unreachable!()
         };
         let core_main: CoreMain = Arc::new(|ctx| run_backend(Kind::Portable, ctx, Unwired));
-        let t = serve_on(l, core_main, 2);
+        let t = serve_on(l, core_main.clone(), 2, None);
         // Served (closed at once by the placeholder): the cores run, and the
         // signal handlers were installed before them.
         let mut c = std::net::TcpStream::connect(addr).unwrap();
@@ -547,5 +569,14 @@ mod tests {
         // SAFETY: kill on our own pid with a signal whose handler is installed.
         assert_eq!(unsafe { libc::kill(libc::getpid(), SIGTERM) }, 0);
         assert_eq!(join_within(t, Duration::from_secs(5)), 0);
+
+        // The embedder's stop: a graceful exit, told where it was ready.
+        let remote = remote::Remote::new();
+        let t = serve_on(tcp_listener(), core_main, 1, Some(remote.clone()));
+        let url = remote.wait_ready(Duration::from_secs(5)).expect("ready");
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        remote.request_stop();
+        assert_eq!(join_within(t, Duration::from_secs(5)), 0);
+        assert_eq!(remote.url(), None, "no longer ready once it ended");
     }
 }

@@ -100,6 +100,8 @@ pub struct Arbiter<'a> {
     shutdown_delay: Duration,
     graceful: Duration,
     status: i32,
+    /// The embedder's handle, told where the workers are ready.
+    remote: Option<crate::server::remote::Remote>,
 }
 
 impl<'a> Arbiter<'a> {
@@ -139,6 +141,7 @@ impl<'a> Arbiter<'a> {
             shutdown_delay: plan.shutdown_delay,
             graceful: plan.graceful_timeout,
             status: 0,
+            remote: plan.remote.clone(),
         })
     }
 
@@ -303,12 +306,15 @@ impl<'a> Arbiter<'a> {
                 .all(|s| s.worker.as_ref().is_some_and(|w| w.ready))
         {
             self.booting = false;
+            let url = self.listener.addr.url(self.tls);
             tracing::info!(
-                "supervisor (pid {}): {} worker(s) ready on {}",
+                "supervisor (pid {}): {} worker(s) ready on {url}",
                 std::process::id(),
                 self.slots.len(),
-                self.listener.addr.url(self.tls)
             );
+            if let Some(remote) = &self.remote {
+                remote.ready(url);
+            }
         }
     }
 

@@ -62,6 +62,7 @@ use std::sync::Arc;
 use crate::cli::Supervision;
 use crate::metrics::counters::Region;
 use crate::metrics::{endpoint, Restarts};
+use crate::server::remote::Remote;
 use crate::server::{cpus, listener, Listen, Options};
 
 /// How to start a worker: this program again, with its arguments.
@@ -97,6 +98,9 @@ pub struct Plan {
     pub metrics_address: Option<String>,
     /// The workers serve TLS (the logged address is `https://`).
     pub tls: bool,
+    /// The embedder's handle (the Python API): told where the workers are
+    /// ready, and able to stop the supervisor as SIGTERM would.
+    pub remote: Option<Remote>,
 }
 
 impl Plan {
@@ -116,6 +120,7 @@ impl Plan {
             portable: auto_falls_back(options.backend),
             metrics_address: supervision.metrics_address.clone(),
             tls: options.tls.is_some(),
+            remote: options.remote.clone(),
         }
     }
 }
@@ -203,6 +208,12 @@ pub fn run(plan: Plan) -> i32 {
         Ok(wakeup) => wakeup,
         Err(e) => return fail(e),
     };
+    if let Some(remote) = &plan.remote {
+        match wakeup.stopper() {
+            Ok(stopper) => remote.on_stop(stopper),
+            Err(e) => return fail(e),
+        }
+    }
     let listener = match listener::bind(&plan.listen, plan.socket) {
         Ok(listener) => listener,
         Err(e) => return fail(e),
@@ -237,6 +248,9 @@ pub fn run(plan: Plan) -> i32 {
         Ok(arbiter) => arbiter.run(),
         Err(e) => fail(e),
     };
+    if let Some(remote) = &plan.remote {
+        remote.release();
+    }
     drop(pid_file);
     drop(listener); // unlinks a Unix socket's file, after every worker exited
     status

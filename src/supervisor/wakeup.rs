@@ -2,9 +2,11 @@
 //! becomes readable when one arrives (signal-hook writes to it from the
 //! handler), so the loop sleeps in one `poll` on signals and workers alike.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use libc::c_int;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGTTIN, SIGTTOU};
@@ -17,6 +19,9 @@ const HANDLED: [c_int; 6] = [SIGTERM, SIGINT, SIGHUP, SIGTTIN, SIGTTOU, SIGCHLD]
 pub struct Wakeup {
     signals: Signals,
     read: UnixStream,
+    write: UnixStream,
+    /// A stop asked from inside the process ([`Wakeup::stopper`]).
+    stop: Arc<AtomicBool>,
 }
 
 impl Wakeup {
@@ -31,7 +36,21 @@ impl Wakeup {
         Ok(Wakeup {
             signals: Signals::new(HANDLED)?,
             read,
+            write,
+            stop: Arc::default(),
         })
+    }
+
+    /// What the embedder calls to stop the supervisor as SIGTERM would
+    /// ([`crate::server::remote::Remote`]), without signalling the process.
+    pub fn stopper(&self) -> io::Result<Box<dyn Fn() + Send>> {
+        let write = self.write.try_clone()?;
+        let stop = self.stop.clone();
+        Ok(Box::new(move || {
+            stop.store(true, Ordering::SeqCst);
+            // Full means a wake is pending already.
+            let _ = (&write).write(&[0]);
+        }))
     }
 
     /// Readable once a signal arrived.
@@ -42,7 +61,11 @@ impl Wakeup {
     /// The signals that arrived since the last call (each once).
     pub fn take(&mut self) -> Vec<c_int> {
         drain(&mut self.read);
-        self.signals.pending().collect()
+        let mut arrived: Vec<c_int> = self.signals.pending().collect();
+        if self.stop.swap(false, Ordering::SeqCst) {
+            arrived.push(SIGTERM);
+        }
+        arrived
     }
 }
 
