@@ -28,7 +28,7 @@ use std::io;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use pyo3::Python;
+use pyo3::prelude::*;
 
 use queue::JobQueue;
 pub use sched::{behind_cores, confined_to_core_cpus, core_behind_app};
@@ -88,6 +88,22 @@ pub struct Config {
     pub backpressure: usize,
 }
 
+/// Whether the interpreter runs with a GIL: false only on a free-threaded
+/// build (3.14t and later) whose GIL stayed off (no module asked for it,
+/// no `PYTHON_GIL=1`), where attaching takes no lock and the GIL turn has
+/// nothing to hand around.
+pub fn gil_enabled() -> bool {
+    Python::attach(|py| {
+        let sys = py.import("sys")?;
+        match sys.getattr("_is_gil_enabled") {
+            Ok(check) => check.call0()?.extract::<bool>(),
+            // Before 3.13 there is always a GIL.
+            Err(_) => Ok(true),
+        }
+    })
+    .unwrap_or(true)
+}
+
 /// Pool threads `m0-pool-0` … `m0-pool-{N-1}` and their job queue.
 pub struct Pool {
     queue: Arc<JobQueue<Boxed>>,
@@ -102,9 +118,17 @@ impl Pool {
     /// wake that neither blocks nor runs Python.
     ///
     /// Does not wait for the threads to attach: the caller may hold the GIL.
-    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]).
+    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]);
+    /// where the interpreter runs without a GIL ([`gil_enabled`]) there is no
+    /// turn: the threads run their views in parallel.
     pub fn start(config: Config, on_room: Arc<dyn Fn() + Send + Sync>) -> io::Result<Pool> {
-        Pool::start_with(config, TurnConfig::from_env(), on_room)
+        let turn = TurnConfig::from_env();
+        let turn = if gil_enabled() {
+            turn
+        } else {
+            turn.without_gil()
+        };
+        Pool::start_with(config, turn, on_room)
     }
 
     /// [`Pool::start`] with the GIL turn's switches given.
@@ -227,5 +251,28 @@ impl Drop for Pool {
     /// join: its threads drain the queue and leave on their own.
     fn drop(&mut self) {
         self.queue.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_build_with_a_gil_reports_it_and_no_gil_means_no_turn() {
+        let free_threaded = Python::attach(|py| {
+            py.import("sysconfig")
+                .and_then(|s| s.call_method1("get_config_var", ("Py_GIL_DISABLED",)))
+                .and_then(|v| v.extract::<Option<i64>>())
+                .unwrap_or(None)
+                .unwrap_or(0)
+                == 1
+        });
+        if !free_threaded {
+            assert!(gil_enabled());
+        }
+        let turn = TurnConfig::default().without_gil();
+        assert!(!turn.turn && !turn.keep);
+        assert_eq!(turn.batch, TurnConfig::default().batch);
     }
 }

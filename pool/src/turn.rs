@@ -104,6 +104,18 @@ impl Default for TurnConfig {
 }
 
 impl TurnConfig {
+    /// These switches without the turn (barrier and keep rule): for an
+    /// interpreter without a GIL, where each thread attaches at once and a
+    /// thread between jobs detaches, so a stop-the-world pause (the
+    /// collector's) never waits on it.
+    pub fn without_gil(self) -> TurnConfig {
+        TurnConfig {
+            turn: false,
+            keep: false,
+            ..self
+        }
+    }
+
     /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG`, `M0_POOL_BATCH`,
     /// `M0_POOL_DEFER_WAKE`, `M0_CORE_BATCH` (`0` is off, `1` on).
     pub fn from_env() -> TurnConfig {

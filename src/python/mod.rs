@@ -24,7 +24,17 @@ use interface::Served;
 const USAGE: i32 = 2;
 
 /// `m0serve._m0serve`: `main(argv) -> int` and `__version__`.
-#[pymodule]
+///
+/// Declared safe without the GIL (`gil_used = false`), so a free-threaded
+/// interpreter keeps its GIL off. Audited for that: the core threads never
+/// touch Python objects; every pyclass is `Send + Sync` (PyO3 checks), the
+/// per-request ones are used by one thread at a time (another thread's use
+/// is a `RuntimeError`, never a race); the Rust locks taken while attached
+/// (environ and scope templates, `wsgi.errors`, the exchanges) run no
+/// Python inside, so no stop-the-world pause can wait on them; an
+/// application's `bytes` read without the GIL are immutable (app::piece);
+/// the pool's kept thread states attach and detach as on any build.
+#[pymodule(gil_used = false)]
 #[pyo3(name = "_m0serve")]
 fn m0serve_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -118,12 +128,18 @@ fn serve(py: Python<'_>, mut options: Options, spec: &AppSpec, object: Py<PyAny>
     };
     options.app = Some(app.clone());
     let _sigint = SigintTaken::take(py)?;
+    // Free-threaded with the GIL off: the pool runs without the GIL turn.
+    let parallel = if m0serve_pool::gil_enabled() {
+        ""
+    } else {
+        " in parallel (free-threaded, the GIL is off: no GIL turn)"
+    };
     tracing::info!(
         "serving {} (WSGI, {}): {why}",
         spec.target,
         match spec.blocking_threads {
             0 => "loop-only".to_string(),
-            n => format!("{n} blocking thread(s)"),
+            n => format!("{n} blocking thread(s){parallel}"),
         }
     );
     // The core threads never hold the GIL; neither does this one while it waits.
