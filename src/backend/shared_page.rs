@@ -10,13 +10,17 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 /// A new, zeroed shared page of `len` bytes, as a descriptor to inherit.
+/// The system call, not glibc's wrapper (2.27): the wheels are built for
+/// glibc 2.17, where the wrapper's symbol would be missing at import.
 #[cfg(target_os = "linux")]
 pub fn create(name: &CStr, len: usize) -> io::Result<OwnedFd> {
-    // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
-    let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    // SAFETY: memfd_create(2) with a NUL-terminated name and flags; it
+    // returns a new descriptor or -1, checked below.
+    let raw = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) };
     if raw < 0 {
         return Err(io::Error::last_os_error());
     }
+    let raw = libc::c_int::try_from(raw).map_err(io::Error::other)?;
     // SAFETY: memfd_create returned a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     sized(fd, len)
