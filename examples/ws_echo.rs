@@ -60,6 +60,7 @@ fn main() {
         worker: 1,
         phase_hook: None,
         tls: None,
+        remote: None,
     };
     let code = server::run(options).expect("serve");
     std::process::exit(code);
