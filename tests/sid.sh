@@ -23,7 +23,7 @@
 set -euo pipefail
 
 packages=(python3.14 python3.14-venv python3.14-dev python3.15 python3.15-venv python3.15-dev
-    build-essential pkg-config curl ca-certificates wrk iproute2 libseccomp-dev git procps)
+    build-essential pkg-config curl ca-certificates openssl wrk iproute2 libseccomp-dev git procps)
 mirror=${M0_SID_MIRROR:-http://deb.debian.org/debian}
 arch=$(dpkg --print-architecture)
 root=${M0_SID_ROOT:-$HOME/.cache/m0serve/sid-$arch}
@@ -60,7 +60,9 @@ inner() {
     mount --rbind /sys "$r/sys"
     mount --rbind /dev "$r/dev"
     if [ "$hostconf" = 1 ]; then
-        for d in /tmp "$repo" "$rustup_home" "$cargo_home" ${PIP_FIND_LINKS:-}; do
+        # ../shared beside the checkout: the probes' app (probes/common.py).
+        shared=$(readlink -f "$repo/../shared" 2>/dev/null || true)
+        for d in /tmp "$repo" "$shared" "$rustup_home" "$cargo_home" ${PIP_FIND_LINKS:-}; do
             if [ -d "$d" ]; then bind "$d" "$r$d"; fi
         done
         for f in /etc/resolv.conf /etc/ssl/certs/ca-certificates.crt /etc/pip.conf \
