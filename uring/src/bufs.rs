@@ -100,7 +100,15 @@ impl Pool {
         unsafe {
             ring.submitter()
                 .register_buf_ring_with_flags(mem as u64, entries, GROUP, 0)
-        }?;
+        }
+        .map_err(|e| match e.raw_os_error() {
+            // The first thing a kernel older than 5.19 refuses: say so, not "Invalid argument".
+            Some(libc::EINVAL) => io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the kernel lacks provided buffer rings (IORING_REGISTER_PBUF_RING, Linux 5.19)",
+            ),
+            _ => e,
+        })?;
         pool.registered = true;
         pool.grow_by(initial);
         Ok(pool)
