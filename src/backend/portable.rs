@@ -17,6 +17,15 @@
 //! A finished connection whose peer may still be sending lingers before it
 //! closes ([`linger`]): half-closed, read into the core's buffer and dropped,
 //! until the peer's end of input or a quiet spell.
+//!
+//! On macOS the same code runs on kqueue as mio drives it: its filters are
+//! added with `EV_CLEAR`, so they report edges as epoll's `EPOLLET` does and
+//! the rule above holds; a peer's close comes as `EV_EOF`, which mio reports
+//! as read-closed (epoll's `EPOLLRDHUP`); wakes from other threads are an
+//! `EVFILT_USER` event (an eventfd on Linux). A listener shared by several
+//! workers wakes every worker's kqueue (as it wakes every epoll: mio
+//! registers neither exclusively), and the workers that lose the race to
+//! accept find `WouldBlock`, an empty door.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

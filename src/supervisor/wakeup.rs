@@ -1,6 +1,8 @@
 //! The signals the supervisor acts on, and a descriptor its loop polls that
 //! becomes readable when one arrives (signal-hook writes to it from the
 //! handler), so the loop sleeps in one `poll` on signals and workers alike.
+//! macOS behaves the same: signal-hook's handlers, and `poll(2)` on a socket
+//! pair and pipes (Darwin's poll refuses only devices, none of which are here).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};

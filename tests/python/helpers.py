@@ -146,9 +146,13 @@ class Server:
 
 
 def worker_pids(server: "Server") -> List[int]:
-    """The pids of the server's worker processes (the supervisor's children)."""
+    """The pids of the server's worker processes (the supervisor's children):
+    from /proc on Linux, from pgrep elsewhere (macOS)."""
     tasks = Path(f"/proc/{server.proc.pid}/task")
-    return [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+    if tasks.exists():
+        return [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+    found = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
 
 
 def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS,

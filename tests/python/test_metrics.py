@@ -89,8 +89,11 @@ def request(method: str, target: str, body: bytes = b"") -> bytes:
     return head.encode() + b"\r\n" + body
 
 
+needs_proc = pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads socket states from /proc (Linux)")
+
+
 def listening_sockets(pid: int) -> int:
-    """How many listening TCP sockets process `pid` holds."""
+    """How many listening TCP sockets process `pid` holds (from /proc: Linux)."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
@@ -108,6 +111,7 @@ def listening_sockets(pid: int) -> int:
     return listening
 
 
+@needs_proc
 def test_off_by_default_and_on_with_the_flag_or_its_variable(serve) -> None:
     off = serve("plain:hello")
     assert "metrics on" not in off.output

@@ -30,6 +30,8 @@ from typing import Iterable, List, Optional
 import pytest
 
 from conftest import backends
+
+pytestmark = pytest.mark.skipif(platform.system() != "Linux", reason="seccomp is Linux's")
 from helpers import APPS, Server, child_env, m0serve_command, stop_cleanly
 
 ROOT = Path(__file__).resolve().parents[2]
