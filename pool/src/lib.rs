@@ -92,16 +92,16 @@ pub struct Config {
 /// build (3.14t and later) whose GIL stayed off (no module asked for it,
 /// no `PYTHON_GIL=1`), where attaching takes no lock and the GIL turn has
 /// nothing to hand around.
-pub fn gil_enabled() -> bool {
-    Python::attach(|py| {
+pub fn gil_enabled(py: Python<'_>) -> bool {
+    let enabled = || -> PyResult<bool> {
         let sys = py.import("sys")?;
         match sys.getattr("_is_gil_enabled") {
             Ok(check) => check.call0()?.extract::<bool>(),
             // Before 3.13 there is always a GIL.
             Err(_) => Ok(true),
         }
-    })
-    .unwrap_or(true)
+    };
+    enabled().unwrap_or(true)
 }
 
 /// Pool threads `m0-pool-0` … `m0-pool-{N-1}` and their job queue.
@@ -118,12 +118,21 @@ impl Pool {
     /// wake that neither blocks nor runs Python.
     ///
     /// Does not wait for the threads to attach: the caller may hold the GIL.
-    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]);
-    /// where the interpreter runs without a GIL ([`gil_enabled`]) there is no
-    /// turn: the threads run their views in parallel.
+    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]).
     pub fn start(config: Config, on_room: Arc<dyn Fn() + Send + Sync>) -> io::Result<Pool> {
+        Pool::start_with(config, TurnConfig::from_env(), on_room)
+    }
+
+    /// [`Pool::start`] for the interpreter `py` belongs to: where it runs
+    /// without a GIL ([`gil_enabled`]) there is no turn, and the threads run
+    /// their views in parallel.
+    pub fn start_for(
+        py: Python<'_>,
+        config: Config,
+        on_room: Arc<dyn Fn() + Send + Sync>,
+    ) -> io::Result<Pool> {
         let turn = TurnConfig::from_env();
-        let turn = if gil_enabled() {
+        let turn = if gil_enabled(py) {
             turn
         } else {
             turn.without_gil()
@@ -269,7 +278,7 @@ mod tests {
                 == 1
         });
         if !free_threaded {
-            assert!(gil_enabled());
+            assert!(Python::attach(gil_enabled));
         }
         let turn = TurnConfig::default().without_gil();
         assert!(!turn.turn && !turn.keep);

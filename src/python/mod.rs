@@ -129,7 +129,7 @@ fn serve(py: Python<'_>, mut options: Options, spec: &AppSpec, object: Py<PyAny>
     options.app = Some(app.clone());
     let _sigint = SigintTaken::take(py)?;
     // Free-threaded with the GIL off: the pool runs without the GIL turn.
-    let parallel = if m0serve_pool::gil_enabled() {
+    let parallel = if m0serve_pool::gil_enabled(py) {
         ""
     } else {
         " in parallel (free-threaded, the GIL is off: no GIL turn)"

@@ -90,7 +90,7 @@ impl WsgiApp {
                 threads: config.threads,
                 backpressure: config.backpressure.max(1),
             };
-            let pool = Pool::start(pool_config, on_room)
+            let pool = Pool::start_for(py, pool_config, on_room)
                 .map_err(|e| PyOSError::new_err(format!("cannot start the WSGI pool: {e}")))?;
             Some(pool)
         };
