@@ -1,31 +1,35 @@
 #!/usr/bin/env bash
 # The test command: build, the whole workspace's tests on the io_uring backend,
 # the end-to-end suites again on the portable backend, the library's tests with
-# the python feature, then the Python leg: for the oldest and the newest
-# supported CPython (3.9, 3.13), a virtualenv with `pip install .` and
-# tests/python/requirements.txt, and the pytest suite (the newest on both
-# backends, the oldest on the first; two xdist workers, then the `serial`
-# tests alone); the Autobahn|Testsuite WebSocket fuzzer
-# (tests/autobahn.sh) on both backends, against an ASGI echo app served by the
-# newest leg's m0serve; the probes on that same release build; the fuzz
-# corpus replayed and each AFL++ fuzz target run for FUZZ_SECONDS (default
-# 45), one per CPU at a time (fuzz/); deploy/'s manifests, Dockerfile and YAML
-# linted (tests/deploy_lint.sh); then clippy (with and without the python
-# feature, and of fuzz/) and rustfmt.
+# the python feature, the macOS and musl targets linted (tests/cross_check.sh), then
+# the Python legs (below): a virtualenv each with tests/python/requirements.txt
+# and m0serve, and the pytest suite (two xdist workers, then the `serial`
+# tests alone); the Autobahn|Testsuite WebSocket fuzzer (tests/autobahn.sh)
+# on both backends, against an ASGI echo app served by the newest leg's
+# m0serve; the probes on that same release build; the fuzz corpus replayed
+# and each AFL++ fuzz target run for FUZZ_SECONDS (default 45), one per CPU
+# at a time (fuzz/); deploy/'s manifests, Dockerfile and YAML linted
+# (tests/deploy_lint.sh); then clippy (with and without the python feature,
+# and of fuzz/) and rustfmt.
 # Every step runs even if an earlier one failed; the exit status is non-zero if
 # any failed. Each step's wall time is printed after the summary.
 # Usage: bash tests/run.sh
 #
-# The Python leg finds each interpreter through pyenv (or /root/.pyenv), else
-# as python3.9 / python3.13 on PATH; where neither is found it runs on python3
-# and says so.
-# - The newest leg installs with a plain `pip install .`: the release profile
-#   users get, which the probes need too (their timing ratios assume it), so
-#   one build serves both.
-# - The oldest leg builds with cargo's dev profile (MATURIN_PEP517_ARGS,
-#   overridable): quicker to build, and its debug assertions run under the
-#   suite. It runs on the first backend only: the backends are Rust and do not
-#   vary with the interpreter, which the newest leg already covers on both.
+# The Python legs, each on the CPython found through pyenv (or /root/.pyenv),
+# else as pythonX.Y on PATH, else (3.14, 3.15: Debian builds them, this
+# machine's Debian does not) in a Debian sid chroot (tests/sid.sh, cached
+# under ~/.cache/m0serve; its builds in target/sid, apart from the host's):
+# - 3.10, the oldest: cargo's dev profile (MATURIN_PEP517_ARGS, overridable),
+#   quicker to build, with its debug assertions on under the suite; the first
+#   backend only (the backends are Rust and do not vary with the interpreter).
+# - 3.15, the newest: the release wheel users install, built by
+#   deploy/wheels.sh (manylinux2014, zig, fat LTO) and audited, installed
+#   from the wheel; the whole suite on both backends; the quick start served
+#   from a fresh virtualenv with no cargo on PATH (deploy/wheel_check.sh);
+#   Autobahn and the probes run on this build (their timing ratios assume the
+#   release profile). Off Linux, `pip install .` in the release profile.
+# - 3.14: the dev profile, a smoke subset (both interfaces and the frameworks,
+#   the Python API, WebSocket, the probes' app) on the first backend.
 #
 # M0_REQUIRE_URING=1 makes a kernel that refuses io_uring a failure; otherwise
 # (a container whose seccomp profile blocks it, say) the io_uring leg is
@@ -108,59 +112,97 @@ find_python() {
     echo "$found"
 }
 
-# python_leg PYTHON NAME BACKENDS [PROFILE_ARGS]: a fresh-enough virtualenv
-# under target/, m0serve installed from this checkout the way a user does
-# (PROFILE_ARGS, as MATURIN_PEP517_ARGS: empty for the release profile), and
-# the pytest suite on BACKENDS.
+# The smoke leg's files.
+SMOKE=(tests/python/test_interface.py tests/python/test_api.py
+    tests/python/test_asgi_websocket.py tests/python/test_probe_app.py)
+
+# python_leg VERSION MODE BACKENDS: MODE is dev, wheel (the newest) or smoke
+# (see the header). A virtualenv target/py-VERSION, m0serve installed as
+# MODE says, the pytest suite (or the smoke subset) on BACKENDS.
 python_leg() {
-    local python=$1 name=$2 backends=$3 profile=${4:-} venv=target/py-$2
-    step "venv ($name)" "$python" -m venv "$venv" || return
-    step "pip install ($name)" "$venv/bin/python" -m pip install -q -r tests/python/requirements.txt || return
-    # --force-reinstall: the version does not change between commits, the code does.
-    # maturin builds for the venv's interpreter, not the PYO3_PYTHON of the cargo steps.
-    MATURIN_PEP517_ARGS=$profile \
-        step "pip install . ($name${profile:+, $profile})" env -u PYO3_PYTHON "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
-    installed_m0serve=$venv/bin/m0serve
-    [ -z "$profile" ] && release_venv=$venv
+    local version=$1 mode=$2 backends=$3 venv=target/py-$1 python run=() name=$1
+    if python=$(find_python "$version"); then
+        :
+    elif [ "$(uname -s)" = Linux ] && step "sid chroot ($version)" bash tests/sid.sh ensure; then
+        # Its own target dir: artifacts built against sid's glibc must not
+        # be taken up by the host's builds.
+        run=(bash tests/sid.sh run env CARGO_TARGET_DIR=target/sid)
+        python=python$version
+        name="$version, sid"
+    else
+        failed+=("CPython $version: not found (pyenv, python$version), and no Debian chroot to make it")
+        return
+    fi
+    step "venv ($name)" "${run[@]}" "$python" -m venv --clear "$venv" || return
+    step "pip install ($name)" "${run[@]}" "$venv/bin/python" -m pip install -q -r tests/python/requirements.txt || return
+    [ "$mode" = wheel ] && [ "$(uname -s)" != Linux ] && mode=release
+    case $mode in
+    wheel)
+        local triple wheel
+        triple=$(rustc -vV | sed -n 's/^host: //p')
+        # The release build users get: a manylinux wheel, audited
+        # (auditwheel, and the glibc symbols it cannot see); run below.
+        M0_WHEEL_PYTHONS=$version M0_WHEEL_RUN=none \
+            step "wheel (cp${version/./}, $triple)" bash deploy/wheels.sh "$triple" || return
+        wheel=$(ls dist/m0serve-*-cp"${version/./}"-cp"${version/./}"-*"${triple%%-*}".whl 2>/dev/null | head -1)
+        [ -n "$wheel" ] || { failed+=("no cp${version/./} wheel in dist/"); return; }
+        step "pip install wheel ($name)" "${run[@]}" "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel" || return
+        step "wheel quick start ($name)" env M0_WHEEL_NO_AUDIT=1 bash deploy/wheel_check.sh "$wheel"
+        ;;
+    release | dev | smoke)
+        local profile=$maturin_args
+        [ "$mode" = release ] && profile=""
+        # --force-reinstall: the version does not change between commits, the code does.
+        # maturin builds for the venv's interpreter, not the PYO3_PYTHON of the cargo steps.
+        MATURIN_PEP517_ARGS=$profile step "pip install . ($name${profile:+, $profile})" \
+            env -u PYO3_PYTHON "${run[@]}" "$venv/bin/python" -m pip install -q --force-reinstall --no-deps . || return
+        ;;
+    esac
+    local pytest=("${run[@]}" "$venv/bin/python" -m pytest -q -p no:cacheprovider)
+    if [ "$mode" = smoke ]; then
+        M0_TEST_BACKENDS=${backends%%,*} step "pytest ($name, smoke)" "${pytest[@]}" "${SMOKE[@]}" \
+            -n 2 --junitxml="target/pytest-$version.xml"
+        return
+    fi
     # Two pytest-xdist workers (the suite mostly waits on servers, so this
     # halves its time on CI's two CPUs), then the tests marked `serial` alone:
     # they assert a latency bound or a CPU share (tests/python/conftest.py).
-    local pytest=("$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider)
-    M0_TEST_BACKENDS=$backends step "pytest ($name, $backends)" "${pytest[@]}" \
-        -n 2 --dist loadgroup -m "not serial" --junitxml="target/pytest-$name.xml"
-    M0_TEST_BACKENDS=$backends step "pytest ($name, $backends, serial)" "${pytest[@]}" \
-        -m serial --junitxml="target/pytest-$name-serial.xml"
+    M0_TEST_BACKENDS=$backends step "pytest ($name, $backends)" "${pytest[@]}" tests/python \
+        -n 2 --dist loadgroup -m "not serial" --junitxml="target/pytest-$version.xml"
+    M0_TEST_BACKENDS=$backends step "pytest ($name, $backends, serial)" "${pytest[@]}" tests/python \
+        -m serial --junitxml="target/pytest-$version-serial.xml"
+    if [ "$mode" = wheel ] || [ "$mode" = release ]; then
+        release_venv=$venv
+        # The host runs the probes and Autobahn; a chroot's m0serve is
+        # started through the chroot (its pid is the server's: every step execs).
+        installed_m0serve=$venv/bin/m0serve
+        if [ ${#run[@]} -gt 0 ]; then
+            installed_m0serve=$venv/host-m0serve
+            printf '#!/usr/bin/env bash\nexec bash %q run %q "$@"\n' \
+                "$PWD/tests/sid.sh" "$PWD/$venv/bin/m0serve" >"$installed_m0serve"
+            chmod +x "$installed_m0serve"
+        fi
+    fi
 }
 
 maturin_args=${MATURIN_PEP517_ARGS:-"--profile dev"}
-installed_m0serve=""  # set by python_leg once `pip install .` succeeded
-release_venv=""      # the venv of the leg that built the release profile
-newest_python=""
-pythons=()
-for want in 3.9 3.13; do
-    if p=$(find_python "$want"); then
-        pythons+=("$p")
-        newest_python=$p
-    else
-        echo "!!! CPython $want not found (pyenv, python$want): not tested" >&2
-        summary+=("SKIPPED: CPython $want (not found)")
-    fi
+installed_m0serve="" # the newest leg's m0serve, as the host runs it
+release_venv=""      # the venv of the leg that installed the release build
+# The interpreter of the cargo steps: the newest on the host. Every cargo
+# step builds pyo3 (the pool crate always, the root crate with the python
+# feature) for it: one configuration, so pyo3 is not rebuilt between steps,
+# and test binaries that embed Python find its libpython (pyenv's are not on
+# the loader's path).
+cargo_python=""
+for want in 3.15 3.14 3.13 3.12 3.11 3.10; do
+    cargo_python=$(find_python "$want") && break
 done
-if [ "${#pythons[@]}" -eq 0 ]; then
-    p=$(command -v python3) && {
-        echo "!!! falling back to $p ($("$p" --version 2>&1)) for the Python leg" >&2
-        summary+=("NOTE: the Python leg ran on $("$p" --version 2>&1) only")
-        pythons+=("$p")
-        newest_python=$p
-    }
+if [ -z "$cargo_python" ]; then
+    cargo_python=$(command -v python3) || cargo_python=""
 fi
-if [ -n "$newest_python" ]; then
-    # Every cargo step builds pyo3 (the pool crate always, the root crate with
-    # the python feature) for the newest interpreter: one configuration, so
-    # pyo3 is not rebuilt between steps, and test binaries that embed Python
-    # find its libpython (pyenv's are not on the loader's path).
-    export PYO3_PYTHON=$newest_python
-    pylib=$("$newest_python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+if [ -n "$cargo_python" ]; then
+    export PYO3_PYTHON=$cargo_python
+    pylib=$("$cargo_python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
     export LD_LIBRARY_PATH=$pylib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 
@@ -187,20 +229,13 @@ if [ "$first_backend" = uring ]; then
 fi
 python_backends=portable
 [ "$first_backend" = uring ] && python_backends=uring,portable
-if [ -n "$newest_python" ]; then
+if [ -n "$cargo_python" ]; then
     step "tests (python feature)" cargo test --lib --features python
 fi
-for p in "${pythons[@]}"; do
-    version=$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-    if [ "$p" = "$newest_python" ]; then
-        python_leg "$p" "$version" "$python_backends"
-    else
-        python_leg "$p" "$version" "${python_backends%%,*}" "$maturin_args"
-    fi
-done
-if [ "${#pythons[@]}" -eq 0 ]; then
-    failed+=("no Python interpreter found for the Python leg")
-fi
+step "cross (clippy: macOS, musl)" bash tests/cross_check.sh "${cargo_python:-python3}"
+python_leg 3.10 dev "${python_backends%%,*}"
+python_leg 3.15 wheel "$python_backends"
+python_leg 3.14 smoke "$python_backends"
 
 # The Autobahn|Testsuite WebSocket fuzzer, per backend: against the ASGI echo
 # app served by the m0serve the last (newest) Python leg installed; where none
@@ -212,16 +247,17 @@ done
 
 # The probes judge timing mechanisms by order and ratios, on the newest leg's
 # release build (the dev profile's costs would move the GIL turn's slice).
+# The probes themselves need only the standard library: the host's Python runs them.
 if [ -n "$release_venv" ]; then
-    venv=$release_venv
+    probe_python=${cargo_python:-python3}
     for backend in ${python_backends//,/ }; do
-        step "probe accept-batch ($backend)" timeout 300 "$venv/bin/python" probes/accept_batch.py --m0serve "$venv/bin/m0serve" --backend "$backend"
+        step "probe accept-batch ($backend)" timeout 300 "$probe_python" probes/accept_batch.py --m0serve "$installed_m0serve" --backend "$backend"
     done
-    step "probe pool-fairness" timeout 300 "$venv/bin/python" probes/pool_fairness.py --m0serve "$venv/bin/m0serve" --backend "${python_backends%%,*}"
+    step "probe pool-fairness" timeout 300 "$probe_python" probes/pool_fairness.py --m0serve "$installed_m0serve" --backend "${python_backends%%,*}"
     for backend in ${python_backends//,/ }; do
-        step "probe slow-client ($backend)" timeout 300 "$venv/bin/python" probes/slow_client.py --m0serve "$venv/bin/m0serve" --backend "$backend"
+        step "probe slow-client ($backend)" timeout 300 "$probe_python" probes/slow_client.py --m0serve "$installed_m0serve" --backend "$backend"
     done
-elif [ -n "$newest_python" ]; then
+else
     failed+=("the probes did not run: the newest Python leg installed no release build")
 fi
 
@@ -247,11 +283,11 @@ fi
 # deploy/: the manifests against the Kubernetes schemas, the Dockerfile
 # (hadolint), the YAML (yamllint); no image is built, no cluster reached
 # (deploy/README.md says what that leaves unchecked).
-step "deploy lint" timeout 300 bash tests/deploy_lint.sh "${newest_python:-python3}"
+step "deploy lint" timeout 300 bash tests/deploy_lint.sh "${cargo_python:-python3}"
 
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --target-dir target --all-targets -- -D warnings
-if [ -n "$newest_python" ]; then
+if [ -n "$cargo_python" ]; then
     step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
 fi
 step fmt cargo fmt --all --check

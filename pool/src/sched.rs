@@ -78,10 +78,21 @@ pub fn core_behind_app() {
 fn batch_this_thread() {
     #[cfg(target_os = "linux")]
     {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: plain syscall on the calling thread (pid 0), with a valid
-        // parameter block on this stack frame for the call's duration.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+        // SAFETY: sched_param is plain integers (musl's has more fields than
+        // glibc's), for which all zeroes is a value: priority 0, as BATCH needs.
+        let param: libc::sched_param = unsafe { std::mem::zeroed() };
+        // The system call, not the libc function: musl's always answers
+        // ENOSYS (it leaves scheduling policy to pthread_setschedparam).
+        // SAFETY: sched_setscheduler(2) on the calling thread (pid 0), with a
+        // valid parameter block on this stack frame for the call's duration.
+        unsafe {
+            libc::syscall(
+                libc::SYS_sched_setscheduler,
+                0,
+                libc::SCHED_BATCH,
+                &param as *const libc::sched_param,
+            )
+        };
     }
 }
 
