@@ -20,7 +20,8 @@
 # comes last, with a check that it holds the whole workspace.
 #
 # Environment:
-#   M0_WHEEL_PYTHONS    CPython versions, space-separated (3.10 3.11 3.12 3.13 3.14 3.15);
+#   M0_WHEEL_PYTHONS    CPython versions, space-separated (3.10 3.11 3.12 3.13 3.14 3.15,
+#                       and the free-threaded 3.14t 3.15t);
 #                       e.g. "3.13" while developing: each one is a fat-LTO build
 #   M0_WHEEL_MANYLINUX  the glibc targets' tag: manylinux2014 (default) or manylinux_2_28
 #   M0_WHEEL_STRIP      what the link strips (CARGO_PROFILE_RELEASE_STRIP): debuginfo
@@ -71,7 +72,7 @@ if [ "${BASH_VERSINFO[0]}" -lt 4 ]; then
 fi
 cd "$(git -C "$(dirname "$(readlink -f "$0")")" rev-parse --show-toplevel)"
 
-read -r -a pythons <<<"${M0_WHEEL_PYTHONS:-3.10 3.11 3.12 3.13 3.14 3.15}"
+read -r -a pythons <<<"${M0_WHEEL_PYTHONS:-3.10 3.11 3.12 3.13 3.14 3.15 3.14t 3.15t}"
 manylinux=${M0_WHEEL_MANYLINUX:-manylinux2014}
 run_mode=${M0_WHEEL_RUN:-one}
 strip=${M0_WHEEL_STRIP:-debuginfo}
