@@ -347,6 +347,11 @@ def test_sighup_reloads_the_certificate_and_a_broken_one_leaves_the_old_served(s
     key.write_bytes(renewed.private_key_pem.bytes())
     server.proc.send_signal(signal.SIGHUP)
     server.wait_for(r"rolling restart done", 30)
+    # The roll is done once the old workers are told to drain; until they
+    # have exited, one may still take a connection off the shared listener.
+    deadline = time.monotonic() + 30
+    while server.output.count(") stopped: ") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     new = ssl.PEM_cert_to_DER_cert(renewed.cert_chain_pems[0].bytes().decode())
     assert {served_leaf(server) for _ in range(6)} == {new}
 
