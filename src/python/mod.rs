@@ -1,7 +1,8 @@
 //! The Python extension module `m0serve._m0serve` (feature `python`, built by
 //! maturin): the `m0serve` console script and `python -m m0serve` call its
 //! [`main`], which parses the same command line as the pure-Rust binary,
-//! loads the WSGI or ASGI application, and serves it with the GIL released.
+//! loads the WSGI or ASGI application, and serves it with the GIL released;
+//! `m0serve.run` and `m0serve.Server` reach the same through [`api`].
 
 mod api;
 mod interface;
@@ -23,7 +24,8 @@ use interface::Served;
 /// Exit status for a bad command line or an application that cannot be loaded.
 const USAGE: i32 = 2;
 
-/// `m0serve._m0serve`: `main(argv) -> int` and `__version__`.
+/// `m0serve._m0serve`: `main(argv) -> int`, the API's `Server` and
+/// `flags()`, and `__version__`.
 ///
 /// Declared safe without the GIL (`gil_used = false`), so a free-threaded
 /// interpreter keeps its GIL off. Audited for that: the core threads never
