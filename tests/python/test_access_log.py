@@ -116,7 +116,10 @@ def slow_download(server, target: str) -> "re.Match[str]":
     assert received > 16 << 20
     m = server.wait_for(rf"ACCESS {re.escape(path)} (\d+) (\d+)$", 10)
     assert int(m.group(1)) == 16 << 20
-    assert int(m.group(2)) >= 1_000_000, m.group(0)
+    # Its clock starts when the server has read the request, a little after
+    # the client's sleep began (seen: 998 ms on a loaded machine); a line
+    # written when the answer was queued would say a few milliseconds.
+    assert int(m.group(2)) >= 900_000, m.group(0)
     return m
 
 
