@@ -55,7 +55,7 @@
 #   versions: accept4 2.10, pipe2 and epoll_create1 2.9, clock_gettime 2.17;
 #   std's newer calls such as getrandom, statx and pidfd_* are weak, ring
 #   reads getrandom(2) through syscall()). memfd_create's wrapper is glibc
-#   2.27's, so src/backend/shared_page.rs makes the system call itself: the
+#   2.27's, so src/ipc/shared_page.rs makes the system call itself: the
 #   libc crate declares the wrapper as a plain function, which against a 2.17
 #   sysroot links unversioned, and the extension would then fail to import on
 #   glibc older than 2.27 (CPython dlopens with RTLD_NOW) while auditwheel,

@@ -30,6 +30,7 @@ pub mod app;
 pub mod asgi;
 pub mod backend;
 pub mod cli;
+pub mod ipc;
 pub use m0serve_proto::http;
 pub mod metrics;
 #[cfg(feature = "python")]

@@ -15,13 +15,10 @@ pub mod held;
 pub mod linger;
 pub mod pass_end;
 pub mod portable;
-pub mod ready_flag;
 pub mod select;
 pub mod sendfile;
 pub mod share;
-pub mod shared_page;
 pub mod slab;
-pub mod tally;
 #[cfg(test)]
 pub mod testing;
 pub mod timers;
@@ -35,6 +32,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+
+use crate::ipc::tally;
 
 pub use linger::Linger;
 pub use select::{select, Choice, Kind};

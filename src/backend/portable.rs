@@ -425,7 +425,7 @@ impl<S: Service> Core<S> {
 
     /// One step of the listener's batch. The slot is reserved before the
     /// accept, so at the limit (or while a sibling worker holds fewer, see
-    /// [`super::tally`]) connections wait in the kernel's backlog.
+    /// [`crate::ipc::tally`]) connections wait in the kernel's backlog.
     fn accept_step(&mut self, blocked_before: bool) -> Step {
         if !self.ctx.control.may_accept() || !self.ctx.control.try_reserve() {
             return Step::Blocked;

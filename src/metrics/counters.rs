@@ -12,7 +12,7 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::backend::shared_page::{self, Page};
+use crate::ipc::shared_page::{self, Page};
 
 /// Core threads, across every worker, that can hold a shard; more count nothing.
 pub const SHARDS: usize = 1024;

@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(health.status, 200);
         #[cfg(target_os = "linux")]
         {
-            use crate::backend::ready_flag::{self, ReadyFlag};
+            use crate::ipc::ready_flag::{self, ReadyFlag};
             let fd = ready_flag::create().unwrap();
             let supervisor = ReadyFlag::map(&fd).unwrap();
             readiness.share(ReadyFlag::map(&fd).unwrap());

@@ -17,8 +17,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::backend::ready_flag::ReadyFlag;
 use crate::http::RequestHead;
+use crate::ipc::ready_flag::ReadyFlag;
 use crate::reply::Reply;
 
 /// What the ready path answers from.

@@ -106,8 +106,8 @@ pub struct Options {
     /// inherited from its supervisor (see [`listener::adopt`]).
     pub inherited: Option<std::os::fd::OwnedFd>,
     /// The connections each worker holds, shared by a supervisor with its
-    /// workers ([`crate::backend::tally`]).
-    pub tally: Option<crate::backend::tally::Tally>,
+    /// workers ([`crate::ipc::tally`]).
+    pub tally: Option<crate::ipc::tally::Tally>,
     /// The metrics' shared region, where the supervisor serves them: each
     /// core thread counts in a shard of its own ([`crate::metrics`]).
     pub metrics: Option<crate::metrics::counters::Region>,

@@ -24,8 +24,8 @@ use super::reload::{Reload, DEBOUNCE};
 use super::wakeup::{self, Wakeup};
 use super::worker::{self, describe, Inherit, Worker};
 use super::{backoff, rss, Plan, Relaunch};
-use crate::backend::ready_flag::{self, ReadyFlag};
-use crate::backend::tally::{self, Tally};
+use crate::ipc::ready_flag::{self, ReadyFlag};
+use crate::ipc::tally::{self, Tally};
 use crate::server::listener::Listener;
 use crate::tls::tickets::Seed;
 

@@ -7,8 +7,8 @@
 //!   loaded (lifespan startup included) and its cores accept, and
 //!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
 //!   the requests the supervisor allotted it (`--workers-max-requests`);
-//! - the workers' connection tally ([`crate::backend::tally`]), where shared;
-//! - the readiness flag ([`crate::backend::ready_flag`]), with `--ready-path`;
+//! - the workers' connection tally ([`crate::ipc::tally`]), where shared;
+//! - the readiness flag ([`crate::ipc::ready_flag`]), with `--ready-path`;
 //! - the lifeline: the read end of a pipe whose write end only the
 //!   supervisor holds. End of file means the supervisor is gone, however it
 //!   died, and the worker exits at once: no orphans (on Linux
@@ -199,13 +199,13 @@ impl Link {
         }
         options.inherited = Some(self.listener);
         options.tally = self.tally.and_then(|fd| {
-            crate::backend::tally::Tally::map(&fd)
+            crate::ipc::tally::Tally::map(&fd)
                 .map_err(|e| tracing::warn!("mapping the workers' tally: {e}"))
                 .ok()
         });
         // Without it, the ready path answers for this worker alone.
         if let (Some(fd), Some(readiness)) = (self.ready, options.router.readiness()) {
-            match crate::backend::ready_flag::ReadyFlag::map(&fd) {
+            match crate::ipc::ready_flag::ReadyFlag::map(&fd) {
                 Ok(flag) => readiness.share(flag),
                 Err(e) => tracing::warn!("mapping the readiness flag: {e}"),
             }

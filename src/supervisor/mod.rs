@@ -17,7 +17,7 @@
 //!   (50 ms at most), the supervisor shuts the listener, so new connections
 //!   are refused. Workers never shut the shared socket themselves. With
 //!   `--shutdown-delay`, the drain waits that long first: the readiness flag
-//!   ([`crate::backend::ready_flag`]) says 503 at once, the workers know
+//!   ([`crate::ipc::ready_flag`]) says 503 at once, the workers know
 //!   nothing yet and serve on as usual, and the graceful timeout counts from
 //!   the end of the delay. The signal again during the delay drains at once,
 //!   as does a worker that began its drain itself (a terminal's Ctrl-C

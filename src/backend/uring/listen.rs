@@ -169,7 +169,7 @@ impl<S: Service> Core<S> {
     /// Whether an accept should be armed: the door is not blocked at the
     /// connection limit, no accept error is being waited out, a slot is free
     /// and no sibling worker holds fewer connections (looked at again after
-    /// [`RETRY_HELD_BACK`], see [`crate::backend::tally`]), and the pending queue has room.
+    /// [`RETRY_HELD_BACK`], see [`crate::ipc::tally`]), and the pending queue has room.
     fn wants_accept(&mut self, now: Instant) -> bool {
         if self.accept_paused_until.is_some_and(|t| now >= t) {
             self.accept_paused_until = None;
