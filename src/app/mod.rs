@@ -19,6 +19,9 @@ pub mod body_buffer;
 pub mod exchange;
 pub mod peer_text;
 pub mod piece;
+#[cfg(feature = "python")]
+pub mod python;
+pub mod spec;
 #[doc(hidden)]
 pub mod testing;
 pub mod waiters;

@@ -40,9 +40,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::app::spec::{EventLoop, Lifespan};
 use crate::app::{App, AppRequest, Exchange, Refused, RequestKind, ResponseEvent};
 use crate::backend::held;
-use crate::cli::{EventLoop, Lifespan};
 use channel::Channel;
 use gate::{Gate, Permit};
 use live::Live;

@@ -21,11 +21,11 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::app::python::method;
 use crate::app::{decoded_path, origin_path, AppRequest, PeerText, RequestKind, ServerAddr};
 use crate::backend::Peer;
 use crate::http::Version;
 use crate::tls::TlsInfo;
-use crate::wsgi::environ::method;
 
 /// Header names common enough to keep as ready-made `bytes`.
 const COMMON_HEADERS: &[&str] = &[

@@ -36,8 +36,9 @@ use std::io::IsTerminal;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+use crate::app::spec::AppSpec;
 use crate::server::Options;
-pub use app::{AppSpec, EventLoop, Interface, Lifespan, BACKPRESSURE_PER_THREAD};
+use crate::supervisor::Supervision;
 
 #[cfg(test)]
 use {
@@ -78,40 +79,6 @@ pub struct Invocation {
     pub app: Option<AppSpec>,
     /// How many workers the supervisor runs, and its pid file.
     pub supervision: Supervision,
-}
-
-/// What the supervisor needs from the command line beyond [`Options`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Supervision {
-    pub workers: usize,
-    pub pid_file: Option<std::path::PathBuf>,
-    pub recycle: crate::supervisor::recycle::Recycle,
-    /// `--reload`: what to watch.
-    pub reload: Option<crate::supervisor::reload::Watch>,
-    /// `--shutdown-delay`: readiness is 503 this long before the drain.
-    pub shutdown_delay: std::time::Duration,
-    /// `--metrics-address`: where the supervisor serves scrapes.
-    pub metrics_address: Option<String>,
-}
-
-impl Supervision {
-    /// The first flag given that only a supervisor carries out (None: one
-    /// process can serve alone, as the Python API serves an object).
-    pub fn needs_supervisor(&self) -> Option<&'static str> {
-        let recycle = &self.recycle;
-        [
-            (self.workers != 1, "--workers"),
-            (self.reload.is_some(), "--reload"),
-            (self.pid_file.is_some(), "--pid-file"),
-            (self.metrics_address.is_some(), "--metrics-address"),
-            (!self.shutdown_delay.is_zero(), "--shutdown-delay"),
-            (recycle.max_requests.is_some(), "--workers-max-requests"),
-            (recycle.lifetime.is_some(), "--workers-lifetime"),
-            (recycle.max_rss.is_some(), "--workers-max-rss"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
-    }
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.

@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
+use crate::app::spec::{AppSpec, EventLoop, Interface, Lifespan, BACKPRESSURE_PER_THREAD};
 use crate::http::{BodyKind, Defaults, RequestHead, Version};
 use crate::routes::testing::TempDir;
 

@@ -3,8 +3,8 @@
 
 use pyo3::prelude::*;
 
+use crate::app::spec::Interface;
 use crate::asgi::AsgiVersion;
-use crate::cli::Interface;
 
 /// The interface an application is served through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

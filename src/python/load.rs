@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyAttributeError, PyException, PyModuleNotFoundError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::cli::{AppSpec, Interface};
+use crate::app::spec::{AppSpec, Interface};
 
 /// Why the application could not be loaded.
 pub enum LoadError {

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
+use crate::app::spec::AppSpec;
 use crate::asgi::{AsgiApp, AsgiConfig, AsgiVersion};
-use crate::cli::{self, AppSpec, CliError, Invocation};
+use crate::cli::{self, CliError, Invocation};
 use crate::server::{Options, Phase};
 use crate::supervisor;
 use crate::wsgi::{WsgiApp, WsgiConfig};

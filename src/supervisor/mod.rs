@@ -59,11 +59,45 @@ use std::time::Duration;
 use crate::backend::{self, Choice, Kind};
 use std::sync::Arc;
 
-use crate::cli::Supervision;
 use crate::metrics::counters::Region;
 use crate::metrics::{endpoint, Restarts};
 use crate::server::remote::Remote;
 use crate::server::{cpus, listener, Listen, Options};
+
+/// What the supervisor needs from the command line beyond [`Options`]
+/// (built by [`crate::cli`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Supervision {
+    pub workers: usize,
+    pub pid_file: Option<std::path::PathBuf>,
+    pub recycle: recycle::Recycle,
+    /// `--reload`: what to watch.
+    pub reload: Option<reload::Watch>,
+    /// `--shutdown-delay`: readiness is 503 this long before the drain.
+    pub shutdown_delay: std::time::Duration,
+    /// `--metrics-address`: where the supervisor serves scrapes.
+    pub metrics_address: Option<String>,
+}
+
+impl Supervision {
+    /// The first flag given that only a supervisor carries out (None: one
+    /// process can serve alone, as the Python API serves an object).
+    pub fn needs_supervisor(&self) -> Option<&'static str> {
+        let recycle = &self.recycle;
+        [
+            (self.workers != 1, "--workers"),
+            (self.reload.is_some(), "--reload"),
+            (self.pid_file.is_some(), "--pid-file"),
+            (self.metrics_address.is_some(), "--metrics-address"),
+            (!self.shutdown_delay.is_zero(), "--shutdown-delay"),
+            (recycle.max_requests.is_some(), "--workers-max-requests"),
+            (recycle.lifetime.is_some(), "--workers-lifetime"),
+            (recycle.max_rss.is_some(), "--workers-max-rss"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
 
 /// How to start a worker: this program again, with its arguments.
 #[derive(Clone, Debug)]

@@ -40,6 +40,7 @@ use super::errors::Errors;
 use super::file_wrapper::FileWrapper;
 use super::input::Input;
 use super::WsgiConfig;
+use crate::app::python::method;
 use crate::app::{decoded_path, AppRequest, PeerText, ServerAddr};
 use crate::backend::Peer;
 use crate::http::{Fields, Version};
@@ -313,21 +314,6 @@ fn http_key(name: &str) -> String {
         c => c.to_ascii_uppercase(),
     }));
     key
-}
-
-/// REQUEST_METHOD, interned for the usual methods.
-pub(crate) fn method<'py>(py: Python<'py>, method: &str) -> Bound<'py, PyString> {
-    let interned = match method {
-        "GET" => intern!(py, "GET"),
-        "POST" => intern!(py, "POST"),
-        "HEAD" => intern!(py, "HEAD"),
-        "PUT" => intern!(py, "PUT"),
-        "DELETE" => intern!(py, "DELETE"),
-        "PATCH" => intern!(py, "PATCH"),
-        "OPTIONS" => intern!(py, "OPTIONS"),
-        other => return PyString::new(py, other),
-    };
-    interned.clone()
 }
 
 /// PATH_INFO: `path` without the `root` prefix when it is under it.
