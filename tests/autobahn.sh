@@ -5,7 +5,7 @@
 #   `m0serve --interface asgi` serving tests/apps/asgi_ws_echo.py, the whole
 #   path an ASGI app's messages take;
 # - without: examples/ws_echo.rs (the server with the pure-Rust echo app;
-#   after `cargo build --examples`), the server's WebSocket layer alone, for
+#   built here, with the `testing` feature), the server's WebSocket layer alone, for
 #   where no Python is at hand.
 # Usage: bash tests/autobahn.sh portable|uring [M0SERVE]
 # Installs the fuzzer into target/autobahn (once); AUTOBAHN_TOOLS overrides
@@ -25,6 +25,7 @@ if [ -n "$m0serve" ]; then
         asgi_ws_echo:app >"$log" 2>&1 &
 else
     what="Rust echo (examples/ws_echo.rs)"
+    cargo build -q --example ws_echo --features testing || exit 2
     target/debug/examples/ws_echo 0 "$backend" >"$log" 2>&1 &
 fi
 pid=$!

@@ -288,7 +288,7 @@ step "deploy lint" timeout 300 bash tests/deploy_lint.sh "${cargo_python:-python
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step "clippy (fuzz)" cargo clippy --manifest-path fuzz/Cargo.toml --target-dir target --all-targets -- -D warnings
 if [ -n "$cargo_python" ]; then
-    step "clippy (python feature)" cargo clippy --all-targets --features python -- -D warnings
+    step "clippy (python feature)" cargo clippy --all-targets --features python,testing -- -D warnings
 fi
 step fmt cargo fmt --all --check
 step "fmt (fuzz)" cargo fmt --manifest-path fuzz/Cargo.toml --all --check

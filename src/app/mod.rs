@@ -22,7 +22,7 @@ pub mod piece;
 #[cfg(feature = "python")]
 pub mod python;
 pub mod spec;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod waiters;
 

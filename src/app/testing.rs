@@ -1,8 +1,9 @@
 //! A pure-Rust [`App`] for tests: each call runs a handler on a thread of its
 //! own (or inline, on the calling core thread), with the blocking helpers an
 //! application thread uses on an [`Exchange`], and a WebSocket echo
-//! ([`ws_echo`]). Public (hidden) so that `examples/ws_echo.rs` can serve it
-//! to the Autobahn fuzzer; the server's CLI never uses it.
+//! ([`ws_echo`]). Built for the unit tests, and with the `testing` feature
+//! for `examples/ws_echo.rs`, which serves it to the Autobahn fuzzer; the
+//! shipped library does not have it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
