@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""Render bench/README.md from bench/results/: every benchmark's latest
-table, with plots beside it.
+"""Render bench/README.md and bench/HISTORY.md from bench/results/: every
+benchmark's latest table, with plots beside it, and every experiment's.
 
     bench/.venv/bin/python bench/render.py
 
-For each bench/results/NAME.md (the table the benchmark wrote last) the
-README gets that table, the script that re-runs it, the machine and versions
-its figures came from (from the newest NAME-<stamp>.json), and a figure
-bench/results/plots/NAME.png drawn from that JSON: throughput per server, and
-latency percentiles per server (on a log scale where they span more than a
-decade: the fairness and mixed-traffic tails). The prose around the tables is
-bench/README.head.md, kept by hand.
+For each bench/results/NAME.md (the table the benchmark wrote last) the page
+gets that table under a heading NAME (so #NAME links to it), the script that
+re-runs it, the machine and versions its figures came from (from the newest
+NAME-<stamp>.json), and a figure bench/results/plots/NAME.png drawn from that
+JSON: throughput per server, and latency percentiles per server (on a log
+scale where they span more than a decade: the fairness and mixed-traffic
+tails). A result named in BENCHMARKS (m0serve against its peers, what a user
+compares) goes to bench/README.md; any other is an experiment (an A/B of
+builds or knobs, a repeat) and goes to bench/HISTORY.md, out of the way. The
+prose above the tables is bench/README.head.md and bench/HISTORY.head.md,
+kept by hand.
 """
 import glob
 import json
@@ -27,6 +31,12 @@ RESULTS = os.path.join(BENCH, "results")
 PLOTS = os.path.join(RESULTS, "plots")
 THROUGHPUT = (("rps", "requests/s"), ("msgs_per_sec", "messages/s"), ("median_rps", "requests/s"))
 LATENCIES = (("p50_ms", "p50"), ("p99_ms", "p99"), ("median_p99_ms", "p99"), ("max_ms", "max"))
+# The results the benchmark scripts of bench/README.md write (a -pyX.Y or
+# -cpuN suffix included); every other result is an experiment.
+BENCHMARKS = re.compile(
+    r"(healthz|wsgi-hello|asgi-hello|wsgi-fairness|django-mixed|answers-(wsgi|asgi)-\d+k|static-1m"
+    r"|threads-(hello|busy)|slow_client|workers-(wsgi-c64|wsgi-c256|busy|asgi)|idle-connections"
+    r"|(noisy|quiet)-(wsgi|asgi)|operations|scrape|tls-(hello|connect)|ws-echo)(-cpu\d+)?(-py\d+\.\d+)?")
 
 
 def latest_json(name):
@@ -116,34 +126,51 @@ def provenance(doc):
     return "; ".join(parts)
 
 
+def section(md):
+    """A result's section: heading, re-run line, table and plot."""
+    name = os.path.basename(md)[:-3]
+    text = open(md).read().strip()
+    title, _, body = text.partition("\n")
+    title = title.lstrip("# ").strip()
+    # The results' own links are relative to bench/results/.
+    body = re.sub(r"\]\(([^)/]+\.json)\)", r"](results/\1)", body)
+    section = ["### %s" % name, "", "**%s**" % title, ""]
+    line = "`%s`" % name
+    script = script_for(name)
+    raw = latest_json(name)
+    doc = json.load(open(raw)) if raw else {}
+    if script:
+        line += " · re-run: `%sbash %s`" % (knobs_for(name), script) \
+            if script.endswith(".sh") else \
+            " · re-run: `bench/.venv/bin/python %s`" % script
+    if doc:
+        line += " · measured on %s" % provenance(doc)
+    section += [line, "", body.strip()]
+    png = plot(name, doc) if doc else None
+    if png:
+        section += ["", "![%s](%s)" % (name, png)]
+    return name, title, "\n".join(section)
+
+
+def page(head, heading, sections):
+    """A page: its hand-kept head, then a contents table and every section."""
+    out = open(os.path.join(BENCH, head)).read().rstrip() + "\n"
+    contents = ["| result | what |", "|---|---|"] + \
+        ["| [%s](#%s) | %s |" % (name, re.sub(r"[^a-z0-9_-]", "", name), title.replace("|", "\\|"))
+         for name, title, _ in sections]
+    return out + "\n## %s\n\n" % heading + "\n".join(contents) + "\n\n" + \
+        "\n\n".join(text for _, _, text in sections) + "\n"
+
+
 def main():
-    head = open(os.path.join(BENCH, "README.head.md")).read().rstrip() + "\n"
-    sections = []
+    benchmarks, experiments = [], []
     for md in sorted(glob.glob(os.path.join(RESULTS, "*.md"))):
         name = os.path.basename(md)[:-3]
-        text = open(md).read().strip()
-        title, _, body = text.partition("\n")
-        title = title.lstrip("# ").strip()
-        # The results' own links are relative to bench/results/.
-        body = re.sub(r"\]\(([^)/]+\.json)\)", r"](results/\1)", body)
-        section = ["### %s" % title, "", "`%s`" % name]
-        script = script_for(name)
-        raw = latest_json(name)
-        doc = json.load(open(raw)) if raw else {}
-        if script:
-            section[-1] += " · re-run: `%sbash %s`" % (knobs_for(name), script) \
-                if script.endswith(".sh") else \
-                " · re-run: `bench/.venv/bin/python %s`" % script
-        if doc:
-            section[-1] += " · measured on %s" % provenance(doc)
-        section += ["", body.strip()]
-        png = plot(name, doc) if doc else None
-        if png:
-            section += ["", "![%s](%s)" % (name, png)]
-        sections.append("\n".join(section))
-    out = head + "\n## Results\n\n" + "\n\n".join(sections) + "\n"
-    open(os.path.join(BENCH, "README.md"), "w").write(out)
-    print("bench/README.md: %d benchmarks" % len(sections))
+        (benchmarks if BENCHMARKS.fullmatch(name) else experiments).append(section(md))
+    open(os.path.join(BENCH, "README.md"), "w").write(page("README.head.md", "Results", benchmarks))
+    open(os.path.join(BENCH, "HISTORY.md"), "w").write(
+        page("HISTORY.head.md", "Experiments: the latest table of each", experiments))
+    print("bench/README.md: %d benchmarks; bench/HISTORY.md: %d experiments" % (len(benchmarks), len(experiments)))
 
 
 if __name__ == "__main__":
