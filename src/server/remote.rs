@@ -42,11 +42,6 @@ impl Remote {
         self.0.changed.notify_all();
     }
 
-    /// Whether a stop was asked for.
-    pub fn stop_requested(&self) -> bool {
-        self.lock().stop_requested
-    }
-
     /// Until [`Remote::release`]: how a stop reaches the running server.
     /// Called at once when a stop was asked for already.
     pub fn on_stop(&self, on_stop: Box<dyn Fn() + Send>) {
