@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use m0serve::app::testing::{ws_echo, ThreadApp};
 use m0serve::backend::Choice;
-use m0serve::http::Limits;
-use m0serve::routes::Router;
-use m0serve::server::{self, Listen, Options};
+use m0serve::server::{self, Config, Listen, Options};
+use m0serve::tuning::Tuning;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -28,40 +27,22 @@ fn main() {
         .with_env_filter("info")
         .with_ansi(false)
         .init();
-    let options = Options {
+    let config = Config {
         listen: Listen::Tcp {
             host: "127.0.0.1".into(),
             port,
         },
-        socket: Default::default(),
         cores: Some(1),
         backend,
-        limits: Limits::default(),
-        header_read_timeout: Duration::from_secs(10),
-        keep_alive_timeout: Duration::from_secs(5),
         max_connections: 1000,
         graceful_timeout: Duration::from_secs(1),
-        router: Router::default(),
-        app: Some(Arc::new(ThreadApp::new(ws_echo).websocket())),
-        access_log: None,
-        ws: true,
-        ws_max_message: 16 << 20,
         response_defaults: Default::default(),
         ws_keepalive: None,
-        ws_deflate: true,
         body_buffer: None,
-        body_read_timeout: Duration::from_secs(30),
-        send_timeout: Duration::from_secs(30),
-        proxy: Default::default(),
-        cpu_share: None,
-        inherited: None,
-        tally: None,
-        metrics: None,
-        worker: 1,
-        phase_hook: None,
-        tls: None,
-        remote: None,
+        ..Config::default()
     };
+    let mut options = Options::new(config, Tuning::default());
+    options.app = Some(Arc::new(ThreadApp::new(ws_echo).websocket()));
     let code = server::run(options).expect("serve");
     std::process::exit(code);
 }

@@ -22,6 +22,7 @@
 //! - [`backend`]: the I/O loops (io_uring through the `m0serve-uring` crate, or mio),
 //!   which know nothing of HTTP: they drive [`backend::Session`]s;
 //! - [`ipc`]: memory shared between the supervisor and its workers;
+//! - [`tuning`]: the `M0_*` mechanism knobs, read once at start;
 //! - [`http`], [`ws`]: the sans-IO HTTP/1.1 and WebSocket (RFC 6455)
 //!   protocols, bytes in, events out, no sockets (the `m0serve-proto`
 //!   crate, `proto/`, re-exported here).
@@ -50,6 +51,7 @@ pub mod routes;
 pub mod server;
 pub mod supervisor;
 pub mod tls;
+pub mod tuning;
 pub use m0serve_proto::ws;
 #[cfg(feature = "python")]
 pub mod wsgi;

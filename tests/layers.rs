@@ -2,6 +2,8 @@
 //! `src/` names a module of a lower layer, never its own layer's sibling or
 //! one above it, and Python (`pyo3`) appears only in the layers that run
 //! it. The layers are those of `src/lib.rs`'s doc; this table is their rule.
+//! The environment is read in two places only: the command line (`cli`) and
+//! the mechanism knobs (`tuning`); everything else is handed what it needs.
 //! (The protocol, ring and pool crates are kept apart by cargo itself.)
 
 use std::collections::BTreeMap;
@@ -24,6 +26,7 @@ const LAYERS: &[(&str, i32)] = &[
     ("metrics", 2),
     ("backend", 1), // the I/O loops
     ("ipc", 0),     // memory shared between processes
+    ("tuning", 0),  // the M0_* knobs, read once
     ("http", -1),   // the sans-IO protocols (m0serve-proto, re-exported)
     ("ws", -1),
 ];
@@ -31,6 +34,9 @@ const LAYERS: &[(&str, i32)] = &[
 /// The layers where Python may be named: the interfaces and their entry,
 /// and `app`'s helpers that both interfaces share.
 const PYTHON: &[&str] = &["python", "asgi", "wsgi", "app"];
+
+/// The modules that may read the environment.
+const ENVIRONMENT: &[&str] = &["cli", "tuning"];
 
 fn layer(module: &str) -> Option<i32> {
     LAYERS
@@ -130,6 +136,12 @@ fn violations(src: &Path) -> Vec<(String, String)> {
         if code.contains("pyo3") && !PYTHON.contains(&module.as_str()) {
             bad.push((file.display().to_string(), "pyo3".into()));
         }
+        let reads_env = ["env::var", "env::remove_var", "env::set_var"]
+            .iter()
+            .any(|read| code.contains(read));
+        if reads_env && !ENVIRONMENT.contains(&module.as_str()) {
+            bad.push((file.display().to_string(), "the environment".into()));
+        }
     }
     bad
 }
@@ -160,9 +172,18 @@ fn the_rule_catches_an_upward_use_a_sibling_and_python_below() {
         "server/mod.rs",
         "use crate::{app, backend::{Peer, Kind}, ipc::tally::{self, Tally}};\n",
     );
+    write(
+        "backend/knob.rs",
+        "let on = std::env::var_os(\"M0_X\").is_some();\n",
+    );
+    write("cli/mod.rs", "let level = std::env::var(\"RUST_LOG\");\n");
     let mut bad = violations(&dir);
     bad.sort();
     fs::remove_dir_all(&dir).unwrap();
     let named: Vec<&str> = bad.iter().map(|(_, what)| what.as_str()).collect();
-    assert_eq!(named, ["crate::server", "pyo3", "crate::asgi"], "{bad:?}");
+    assert_eq!(
+        named,
+        ["the environment", "crate::server", "pyo3", "crate::asgi"],
+        "{bad:?}"
+    );
 }

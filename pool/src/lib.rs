@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use pyo3::prelude::*;
 
 use queue::JobQueue;
-pub use sched::{behind_cores, confined_to_core_cpus, core_behind_app};
+pub use sched::{behind_cores, core_behind_app};
 pub use stats::{Counters, BUCKETS as REATTACH_BUCKETS};
 pub use thread::keep_thread_state;
 use turn::Turn;
@@ -118,20 +118,20 @@ impl Pool {
     /// wake that neither blocks nor runs Python.
     ///
     /// Does not wait for the threads to attach: the caller may hold the GIL.
-    /// The GIL turn's switches come from the environment ([`TurnConfig::from_env`]).
+    /// The GIL turn's switches are the defaults ([`TurnConfig::default`]).
     pub fn start(config: Config, on_room: Arc<dyn Fn() + Send + Sync>) -> io::Result<Pool> {
-        Pool::start_with(config, TurnConfig::from_env(), on_room)
+        Pool::start_with(config, TurnConfig::default(), on_room)
     }
 
-    /// [`Pool::start`] for the interpreter `py` belongs to: where it runs
+    /// [`Pool::start_with`] for the interpreter `py` belongs to: where it runs
     /// without a GIL ([`gil_enabled`]) there is no turn, and the threads run
     /// their views in parallel.
     pub fn start_for(
         py: Python<'_>,
         config: Config,
+        turn: TurnConfig,
         on_room: Arc<dyn Fn() + Send + Sync>,
     ) -> io::Result<Pool> {
-        let turn = TurnConfig::from_env();
         let turn = if gil_enabled(py) {
             turn
         } else {

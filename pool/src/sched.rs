@@ -17,31 +17,8 @@
 //! loop-only shape; ASGI hello 1.02x, p99 1.50 against 1.87 ms
 //! (bench/results/pool-wakes.md). The fairness probe holds either way.
 //! A worker confined to its cores' CPUs keeps the default policy for its
-//! Python threads ([`confined_to_core_cpus`]) and puts its core threads
-//! behind them instead ([`core_behind_app`]). `M0_POOL_BATCH=0` turns the
-//! first off ([`crate::TurnConfig::batch`]), for that comparison.
-
-use std::sync::atomic::{AtomicBool, Ordering};
-
-static CONFINED: AtomicBool = AtomicBool::new(false);
-
-/// Say that this process's threads are confined to the CPUs of its core
-/// threads (a worker among several, [`crate::TurnConfig::batch`] then
-/// defaults to off). There the pool threads always share the cores' CPUs,
-/// and on CPU-bound views SCHED_BATCH cost more than it saved: with two such
-/// workers and a 20 ms view, 7 % fewer requests and a 57/43 split between
-/// the workers on the portable backend where the default policy kept 50/50;
-/// 3 % fewer on a 0.3 ms view. Call it before the pool starts.
-pub fn confined_to_core_cpus() {
-    CONFINED.store(true, Ordering::Relaxed);
-}
-
-/// Whether this process's threads are confined to its cores' CPUs
-/// ([`confined_to_core_cpus`]): the defaults of [`crate::TurnConfig::batch`]
-/// (off there) and [`crate::TurnConfig::defer_wake`] (on there) follow it.
-pub(crate) fn confined() -> bool {
-    CONFINED.load(Ordering::Relaxed)
-}
+//! Python threads and puts its core threads behind them instead
+//! ([`core_behind_app`]; [`crate::TurnConfig::defaults`]).
 
 /// Schedule the calling thread as `SCHED_BATCH` (Linux; elsewhere nothing).
 /// Call it at the start of a thread that runs Python for the core threads,
@@ -52,7 +29,7 @@ pub fn behind_cores() {
 }
 
 /// Schedule the calling core thread behind the app's threads that share its
-/// CPU, where [`crate::TurnConfig::core_batch`] says so: the mirror image of
+/// CPU; call it where [`crate::TurnConfig::core_batch`] says so: the mirror image of
 /// [`behind_cores`], for a worker confined to its cores' CPUs.
 ///
 /// There the pool thread and the core take turns on one CPU, and each
@@ -70,9 +47,7 @@ pub fn behind_cores() {
 /// spins on waits out that process's slice at each hop (one client: 86
 /// requests per second in one run, against 9-20k).
 pub fn core_behind_app() {
-    if crate::TurnConfig::from_env().core_batch {
-        batch_this_thread();
-    }
+    batch_this_thread();
 }
 
 fn batch_this_thread() {

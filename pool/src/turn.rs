@@ -36,15 +36,8 @@
 //! (longer than [`WAITED`]) or yielded it, so an uncontended thread drops
 //! between jobs as it always did. A pool of one has no barrier.
 //!
-//! Knobs (read once at start): `M0_POOL_TURN=0` removes the barrier and the
-//! keep rule (the convoy arm of the fairness probe), `M0_POOL_TURN_KEEP=0`
-//! keeps the barrier but drops the GIL between every job, `M0_POOL_DEBUG=1`
-//! prints wait histograms at shutdown ([`crate::stats`]), `M0_POOL_BATCH=0`
-//! keeps the default scheduling policy ([`crate::behind_cores`]),
-//! `M0_POOL_DEFER_WAKE=1` gives a [`crate::Pool::waker`] (`0`: none; the
-//! default is on only in a worker confined to its cores' CPUs),
-//! `M0_CORE_BATCH=0` keeps the core threads' default policy in such a worker
-//! ([`crate::core_behind_app`]).
+//! The switches ([`TurnConfig`]) are the caller's: m0serve reads its
+//! `M0_POOL_*` knobs once at start and hands them here.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -63,43 +56,37 @@ pub const YIELD_BOUND: Duration = Duration::from_millis(1);
 /// A re-attach that took longer than this met contention: a run begins.
 pub const WAITED: Duration = Duration::from_micros(20);
 
-/// The mechanism's switches, from the environment or set by a test.
+/// The mechanism's switches, from the caller (m0serve's `M0_POOL_*` knobs)
+/// or a test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TurnConfig {
-    /// The barrier and the keep rule (`M0_POOL_TURN`, default on).
+    /// The barrier and the keep rule (default on).
     pub turn: bool,
-    /// The keep rule (`M0_POOL_TURN_KEEP`, default on; needs `turn`).
+    /// The keep rule (default on; needs `turn`).
     pub keep: bool,
-    /// Collect and print histograms (`M0_POOL_DEBUG`, default off).
+    /// Collect and print histograms (default off).
     pub debug: bool,
     /// Schedule the pool threads behind the core threads
-    /// ([`crate::behind_cores`]; `M0_POOL_BATCH`, default on but in a
-    /// worker confined to its cores' CPUs, [`crate::confined_to_core_cpus`]).
+    /// ([`crate::behind_cores`]; default on but in a process confined to
+    /// its cores' CPUs, [`TurnConfig::defaults`]).
     pub batch: bool,
     /// Core threads wake the pool at the end of their pass, and the pool's
-    /// threads wake each other in a chain ([`crate::Pool::waker`];
-    /// `M0_POOL_DEFER_WAKE`, default on only in a worker confined to its
-    /// cores' CPUs, [`crate::confined_to_core_cpus`], where its pool
-    /// threads share the core's CPU: there it took CPU per request from
-    /// 17.8 to 16.0 µs on WSGI hello. Elsewhere it measured no gain.)
+    /// threads wake each other in a chain ([`crate::Pool::waker`]; default
+    /// on only in a process confined to its cores' CPUs, where its pool
+    /// threads share the core's CPU and it cut the CPU per request,
+    /// bench/results/pool-chain-workers.md; elsewhere it measured no gain).
     pub defer_wake: bool,
     /// Core threads are scheduled behind the app threads that share their
-    /// CPUs ([`crate::core_behind_app`]; `M0_CORE_BATCH`, default on only in
-    /// a worker confined to its cores' CPUs whose pool is not batched: by
-    /// default never both sides of the pair).
+    /// CPUs ([`crate::core_behind_app`]; default on only in a process
+    /// confined to its cores' CPUs whose pool is not batched: never both
+    /// sides of the pair).
     pub core_batch: bool,
 }
 
 impl Default for TurnConfig {
+    /// [`TurnConfig::defaults`] for a process not confined to its cores' CPUs.
     fn default() -> Self {
-        TurnConfig {
-            turn: true,
-            keep: true,
-            debug: false,
-            batch: true,
-            defer_wake: false,
-            core_batch: false,
-        }
+        TurnConfig::defaults(false)
     }
 }
 
@@ -116,22 +103,20 @@ impl TurnConfig {
         }
     }
 
-    /// `M0_POOL_TURN`, `M0_POOL_TURN_KEEP`, `M0_POOL_DEBUG`, `M0_POOL_BATCH`,
-    /// `M0_POOL_DEFER_WAKE`, `M0_CORE_BATCH` (`0` is off, `1` on).
-    pub fn from_env() -> TurnConfig {
-        let flag = |name: &str, default: bool| match std::env::var(name) {
-            Ok(v) => v.trim() != "0",
-            Err(_) => default,
-        };
-        let confined = crate::sched::confined();
-        let batch = flag("M0_POOL_BATCH", !confined);
+    /// The defaults for a process whose threads are (or not) `confined` to
+    /// the CPUs of its core threads (a worker among several): there the
+    /// pool threads always share the cores' CPUs, and on CPU-bound views
+    /// SCHED_BATCH cost more than it saved (bench/HISTORY.md, "The pool in
+    /// a worker"), so
+    /// the cores go behind the pool instead.
+    pub fn defaults(confined: bool) -> TurnConfig {
         TurnConfig {
-            turn: flag("M0_POOL_TURN", true),
-            keep: flag("M0_POOL_TURN_KEEP", true),
-            debug: flag("M0_POOL_DEBUG", false),
-            batch,
-            defer_wake: flag("M0_POOL_DEFER_WAKE", confined),
-            core_batch: flag("M0_CORE_BATCH", confined && !batch),
+            turn: true,
+            keep: true,
+            debug: false,
+            batch: !confined,
+            defer_wake: confined,
+            core_batch: confined,
         }
     }
 }

@@ -165,19 +165,13 @@ fn a_shutdown_reaches_a_thread_inside_its_slice() {
 }
 
 #[test]
-fn the_knobs_are_read_from_the_environment() {
-    // One test owns these variables (tests in this binary run in parallel,
-    // and the others pass their TurnConfig explicitly).
-    std::env::set_var("M0_POOL_TURN_KEEP", "0");
-    std::env::set_var("M0_POOL_DEBUG", "1");
-    let c = TurnConfig::from_env();
-    assert_eq!((c.turn, c.keep, c.debug), (true, false, true));
-    std::env::set_var("M0_POOL_TURN", "0");
-    assert!(!TurnConfig::from_env().turn);
-    for v in ["M0_POOL_TURN", "M0_POOL_TURN_KEEP", "M0_POOL_DEBUG"] {
-        std::env::remove_var(v);
-    }
-    assert_eq!(TurnConfig::from_env(), TurnConfig::default());
+fn a_process_confined_to_its_cores_cpus_batches_its_cores_not_its_pool() {
+    let alone = TurnConfig::defaults(false);
+    assert_eq!(alone, TurnConfig::default());
+    assert!(alone.batch && !alone.defer_wake && !alone.core_batch);
+    let confined = TurnConfig::defaults(true);
+    assert!(!confined.batch && confined.defer_wake && confined.core_batch);
+    assert!(confined.turn && confined.keep && !confined.debug);
 }
 
 /// The order in which `jobs` GIL-holding jobs, all queued at once, started

@@ -59,6 +59,9 @@ pub struct AsgiConfig {
     pub lifespan: Lifespan,
     /// Requests in flight on the loop before calls are refused (`--backpressure`).
     pub backpressure: usize,
+    /// The scheduling of the loop thread (`batch`) and of the core threads
+    /// beside it (`core_batch`), as the pool's would be.
+    pub turn: m0serve_pool::TurnConfig,
 }
 
 /// The ASGI version an application speaks: 3 (a coroutine called with
@@ -97,6 +100,8 @@ struct Executor {
     scope: scope::Constants,
     /// Set by `bind`, before the loop runs.
     bound: OnceLock<LoopSide>,
+    /// The loop thread is scheduled behind the cores ([`AsgiConfig::turn`]).
+    behind_cores: bool,
 }
 
 /// What the executor works with on the loop thread: its handles, the app, the glue.
@@ -181,9 +186,9 @@ impl Executor {
 
     /// Called first on the loop's own thread: woken by the cores, it waits
     /// for their pass rather than preempting it ([`m0serve_pool::behind_cores`],
-    /// unless `M0_POOL_BATCH=0`, as for the pool).
+    /// where the turn's `batch` says so, as for the pool).
     fn enter_loop_thread(&self) {
-        if m0serve_pool::TurnConfig::from_env().batch {
+        if self.behind_cores {
             m0serve_pool::behind_cores();
         }
     }
@@ -356,6 +361,7 @@ impl AsgiApp {
                 inbox: Arc::clone(&inbox),
                 scope: scope::Constants::new(py, &config.root_path, config.version)?,
                 bound: OnceLock::new(),
+                behind_cores: config.turn.batch,
             },
         )?;
         Ok(Arc::new(AsgiApp {
@@ -457,7 +463,9 @@ impl App for AsgiApp {
 
     /// Behind the loop thread where it shares the core's CPUs.
     fn on_core_thread(&self) {
-        m0serve_pool::core_behind_app();
+        if self.config.turn.core_batch {
+            m0serve_pool::core_behind_app();
+        }
     }
 
     /// WebSocket requests get the `websocket` scope (`--no-ws` keeps the

@@ -7,7 +7,8 @@
 //!
 //! - a *door* (the listener, or the hand-off channel through which a sibling
 //!   passes connections) admits at most one batch per pass, 16 by default
-//!   (`M0_ACCEPT_BATCH`, where 0 drains everything: the negative arm);
+//!   ([`crate::tuning::DEFAULT_ACCEPT_BATCH`]; `M0_ACCEPT_BATCH=0` drains
+//!   everything: the negative arm);
 //! - the batch runs after the pass's other events, so a request already held
 //!   is served before the burst that arrived beside it;
 //! - what a batch leaves is *owed*: neither door announces the same backlog
@@ -18,65 +19,22 @@
 //! A count rather than a time budget: a count is what a probe can hold the
 //! loop to, and a clock read per accept buys nothing a smaller count does not.
 
-/// Whether io_uring should arm one single-shot accept at a time rather than
-/// a multishot: where a listener is `shared` with sibling processes, unless
-/// `M0_ACCEPT_ROTATE=0` (the negative arm: one worker then takes every
-/// connection, see `Ring::arm_accept_once` in the uring crate). Readiness
-/// backends wake every process's registration and need nothing.
-pub fn rotate(shared: bool) -> bool {
-    shared && std::env::var("M0_ACCEPT_ROTATE").map_or(true, |v| v.trim() != "0")
-}
-
-/// Whether a rotating io_uring accept is kept armed while the worker holds
-/// back, and the drain's cancel made up for (`M0_ACCEPT_KEEP_ARMED=0` turns
-/// both off, the negative arm: a cancel then strands a connection now and
-/// then, queued with no worker woken for it; see `Core::take_absorbed` in
-/// the uring backend).
-pub fn keep_armed() -> bool {
-    std::env::var("M0_ACCEPT_KEEP_ARMED").map_or(true, |v| v.trim() != "0")
-}
-
-/// How often a core looks at a listener shared with sibling processes
-/// itself, when its own accept saw no connection for that long
-/// (`M0_ACCEPT_RECHECK_MS`, default 100; 0 turns it off, the negative arm).
+/// How often an io_uring core looks at a listener shared with sibling
+/// processes itself, when its own accept saw no connection for that long.
 /// An accept wait is exclusive: a connection wakes one waiter, and a
 /// sibling's ring that will never run its accept (its worker was killed)
 /// keeps that wake-up to itself, leaving the connection queued with nobody
 /// woken for it until the next client arrives (a ring test in the uring
-/// crate shows the kernel doing so). Unshared listeners need none.
-pub fn recheck(shared: bool) -> Option<std::time::Duration> {
-    let ms = std::env::var("M0_ACCEPT_RECHECK_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(DEFAULT_RECHECK_MS);
-    (shared && ms > 0).then(|| std::time::Duration::from_millis(ms))
-}
-
-/// The default of [`recheck`]: a stranded connection waits 200 ms at most,
-/// and an idle core pays ten non-blocking accepts a second.
-pub const DEFAULT_RECHECK_MS: u64 = 100;
+/// crate shows the kernel doing so; `uring/tests.rs` holds the negative arm).
+/// A stranded connection waits twice this at most, and an idle core pays
+/// ten non-blocking accepts a second. Unshared listeners need none.
+pub const RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Admissions per door per pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batch(usize);
 
-/// The default batch, small enough that a burst served inline costs one short
-/// stretch, large enough that a flood's extra passes stay cheap.
-pub const DEFAULT_BATCH: usize = 16;
-
 impl Batch {
-    /// `M0_ACCEPT_BATCH` if set (0 = drain all), else [`DEFAULT_BATCH`].
-    pub fn from_env() -> Result<Batch, String> {
-        match std::env::var("M0_ACCEPT_BATCH") {
-            Ok(v) => v
-                .trim()
-                .parse::<usize>()
-                .map(Batch::new)
-                .map_err(|_| format!("M0_ACCEPT_BATCH must be a whole number, got {v:?}")),
-            Err(_) => Ok(Batch::new(DEFAULT_BATCH)),
-        }
-    }
-
     /// A batch of `n` admissions; 0 means no limit.
     pub fn new(n: usize) -> Batch {
         Batch(if n == 0 { usize::MAX } else { n })

@@ -50,26 +50,16 @@ pub struct Settings {
     pub most: Duration,
 }
 
-/// The default quiet spell: as long as a WebSocket client has to answer our
-/// Close, and nginx's `lingering_timeout`.
-pub const DEFAULT_IDLE_MS: u64 = 5000;
 /// The longest linger in all: nginx's `lingering_time`.
 pub const MOST: Duration = Duration::from_secs(30);
 
 impl Settings {
-    /// `M0_LINGER_MS` (the quiet spell, default [`DEFAULT_IDLE_MS`]; `0`
-    /// turns the lingering close off, the negative arm: a finished
-    /// connection is closed at once, and a peer still sending gets a reset),
-    /// with at most [`MOST`] in all.
-    pub fn from_env() -> Option<Settings> {
-        let ms = std::env::var("M0_LINGER_MS")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_IDLE_MS);
-        (ms > 0).then(|| Settings {
-            idle: Duration::from_millis(ms),
-            most: MOST,
-        })
+    /// Linger for a quiet spell of `idle` (the `M0_LINGER_MS` knob, its
+    /// default [`crate::tuning::DEFAULT_LINGER`]; None turns the lingering
+    /// close off, the negative arm: a finished connection is closed at once,
+    /// and a peer still sending gets a reset), [`MOST`] at most in all.
+    pub fn quiet_for(idle: Option<Duration>) -> Option<Settings> {
+        idle.map(|idle| Settings { idle, most: MOST })
     }
 }
 

@@ -235,10 +235,10 @@ pub struct CoreContext {
     pub batch: accept::Batch,
     /// Other processes accept from the same listener: io_uring arms one
     /// accept at a time so the kernel rotates connections among them
-    /// ([`accept::rotate`]).
+    /// (the `M0_ACCEPT_ROTATE` knob turns it off, the negative arm).
     pub rotate_accepts: bool,
     /// Other processes accept from the same listener: how often an io_uring
-    /// core whose accept saw nothing looks at it itself ([`accept::recheck`]).
+    /// core whose accept saw nothing looks at it itself ([`accept::RECHECK`]).
     pub recheck: Option<std::time::Duration>,
     /// How long a finished connection whose peer may still be sending is
     /// read and dropped before it closes (None: closed at once; [`linger`]).

@@ -28,8 +28,16 @@ impl fmt::Display for Kind {
     }
 }
 
-/// Resolve `choice` against what this kernel (and any seccomp profile) allows.
-pub fn select(choice: Choice) -> Result<Kind, String> {
+/// Resolve `choice` against what this kernel (and any seccomp profile)
+/// allows; `refuse_uring` (the `M0_URING_DISABLED` knob) acts as if it
+/// refused io_uring.
+pub fn select(choice: Choice, refuse_uring: bool) -> Result<Kind, String> {
+    let uring_available = || {
+        if refuse_uring {
+            return Err("disabled by M0_URING_DISABLED=1".to_string());
+        }
+        uring_available()
+    };
     match choice {
         Choice::Portable => Ok(Kind::Portable),
         Choice::Uring => uring_available()
@@ -47,9 +55,6 @@ pub fn select(choice: Choice) -> Result<Kind, String> {
 
 #[cfg(target_os = "linux")]
 fn uring_available() -> Result<(), String> {
-    if std::env::var("M0_URING_DISABLED").is_ok_and(|v| v.trim() == "1") {
-        return Err("disabled by M0_URING_DISABLED=1".into());
-    }
     m0serve_uring::probe().map_err(|e| {
         let hint = match e.raw_os_error() {
             Some(libc::EPERM) => {

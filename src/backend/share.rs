@@ -41,13 +41,19 @@ pub struct Slot {
 pub struct Board {
     epoch: Instant,
     slots: Vec<Slot>,
-    /// `M0_ACCEPT_SHARE=0` turns sharing off (each core keeps what it accepts).
+    /// Cores hand connections to idle siblings ([`Board::sharing`]).
     sharing: bool,
 }
 
 impl Board {
+    /// A board for `cores` cores that share connections.
     pub fn new(cores: usize) -> Arc<Board> {
-        let sharing = std::env::var("M0_ACCEPT_SHARE").map_or(true, |v| v.trim() != "0");
+        Board::sharing(cores, true)
+    }
+
+    /// A board whose cores share connections or (the `M0_ACCEPT_SHARE=0`
+    /// knob, the negative arm) each keep what they accept.
+    pub fn sharing(cores: usize, sharing: bool) -> Arc<Board> {
         Arc::new(Board {
             epoch: Instant::now(),
             slots: (0..cores).map(|_| Slot::default()).collect(),

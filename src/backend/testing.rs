@@ -371,7 +371,7 @@ impl Default for Setup {
     fn default() -> Self {
         Setup {
             cores: 1,
-            batch: Batch::new(super::accept::DEFAULT_BATCH),
+            batch: Batch::new(crate::tuning::DEFAULT_ACCEPT_BATCH),
             max_connections: 1024,
             timeout: None,
             rotate_accepts: false,

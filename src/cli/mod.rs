@@ -37,8 +37,9 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use crate::app::spec::AppSpec;
-use crate::server::Options;
-use crate::supervisor::Supervision;
+use crate::server::{Config, Options};
+use crate::supervisor::{Plan, Relaunch, Supervision};
+use crate::tuning::Tuning;
 
 #[cfg(test)]
 use {
@@ -94,12 +95,61 @@ pub enum CliError {
     Usage(String),
 }
 
+/// Which process this is: decided once, here, for both entry points.
+#[allow(clippy::large_enum_variant)] // one value per process, moved once
+pub enum Role {
+    /// Started by a user: supervise the workers, each this program again
+    /// (it never imports the application).
+    Supervisor(Plan),
+    /// Started by a supervisor: serve, with what it handed down in
+    /// [`Options::inherited`].
+    Worker(Options),
+}
+
+/// Tell which process this is from the variables a supervisor sets, start
+/// logging for it, and become it: a worker enters its supervisor's link, a
+/// supervisor plans its workers, each started by `relaunch` (the pure
+/// binary's own executable, the extension's interpreter). On failure, the
+/// exit status, with the reason printed.
+pub fn role(
+    invocation: Invocation,
+    relaunch: impl FnOnce() -> Result<Relaunch, String>,
+) -> Result<(Role, Option<AppSpec>), i32> {
+    let Invocation {
+        mut options,
+        log_level,
+        app,
+        supervision,
+    } = invocation;
+    let link =
+        crate::supervisor::link::from_vars(take_var).map_err(|e| CliError::Usage(e).report())?;
+    let role = match link {
+        Some(link) => {
+            init_logging(log_level, Some(link.number));
+            link.enter(&mut options);
+            Role::Worker(options)
+        }
+        None => {
+            init_logging(log_level, None);
+            let relaunch = relaunch().map_err(|e| {
+                eprintln!("m0serve: error: {e}");
+                1
+            })?;
+            Role::Supervisor(Plan::new(&options, &supervision, relaunch))
+        }
+    };
+    Ok((role, app))
+}
+
+/// A variable's value, removed from the environment.
+fn take_var(name: &str) -> Option<String> {
+    let value = std::env::var(name).ok()?;
+    std::env::remove_var(name);
+    Some(value)
+}
+
 /// Run the command line `args` (the program name first) in the pure-Rust
 /// binary; returns the exit status. An `APP` is refused: there is no Python here.
-///
-/// Started by a user, this process is the supervisor: it relaunches this
-/// same executable, with the same arguments, as each worker. Started by a
-/// supervisor, it is a worker and serves.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let args: Vec<OsString> = args.into_iter().collect();
     let invocation = match parse(args.clone()) {
@@ -109,40 +159,17 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     if invocation.app.is_some() {
         return CliError::Usage(NO_PYTHON.into()).report();
     }
-    let link = match crate::supervisor::link::from_env() {
-        Ok(link) => link,
-        Err(e) => return CliError::Usage(e).report(),
+    let relaunch = || match std::env::current_exe() {
+        Ok(program) => Ok(Relaunch {
+            program,
+            args: args.into_iter().skip(1).collect(),
+        }),
+        Err(e) => Err(format!("finding this executable to start workers: {e}")),
     };
-    let Invocation {
-        mut options,
-        log_level,
-        supervision,
-        ..
-    } = invocation;
-    match link {
-        Some(link) => {
-            init_logging(log_level, Some(link.number));
-            link.enter(&mut options);
-            serve(options)
-        }
-        None => {
-            init_logging(log_level, None);
-            let relaunch = match std::env::current_exe() {
-                Ok(program) => crate::supervisor::Relaunch {
-                    program,
-                    args: args.into_iter().skip(1).collect(),
-                },
-                Err(e) => {
-                    eprintln!("m0serve: error: finding this executable to start workers: {e}");
-                    return 1;
-                }
-            };
-            crate::supervisor::run(crate::supervisor::Plan::new(
-                &options,
-                &supervision,
-                relaunch,
-            ))
-        }
+    match role(invocation, relaunch) {
+        Ok((Role::Worker(options), _)) => serve(options),
+        Ok((Role::Supervisor(plan), _)) => crate::supervisor::run(plan),
+        Err(status) => status,
     }
 }
 
@@ -216,7 +243,8 @@ fn parse_as(
     };
     let proxy = proxy.proxy(proxy::uvicorn_env())?;
     let tls = tls.settings()?;
-    let options = Options {
+    let tuning = Tuning::from_env().map_err(CliError::Usage)?;
+    let config = Config {
         listen: server.listen()?,
         socket: server.socket()?,
         cores: server.cores,
@@ -228,7 +256,6 @@ fn parse_as(
         graceful_timeout: server.graceful_timeout,
         router,
         access_log: server.access_log(),
-        app: None,
         ws: http.ws(),
         ws_max_message: http.ws_max_message(),
         response_defaults: http.response_defaults(),
@@ -238,17 +265,10 @@ fn parse_as(
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
         proxy,
-        cpu_share: None,
-        inherited: None,
-        tally: None,
-        metrics: None,
-        worker: 1,
-        phase_hook: None,
         tls,
-        remote: None,
     };
     Ok(Invocation {
-        options,
+        options: Options::new(config, tuning),
         log_level: server.log_level.into(),
         app,
         supervision: Supervision {

@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::values::parse_duration_secs;
 use super::CliError;
-use crate::routes::Router;
+use crate::routes::{Router, DEFAULT_STATIC_MAX_AGE};
 
 #[derive(Args, Debug)]
 pub(super) struct RouteArgs {
@@ -33,7 +33,7 @@ pub(super) struct RouteArgs {
         long,
         env = "M0SERVE_STATIC_PATH_EXPIRES",
         value_name = "SECS",
-        default_value = "86400",
+        default_value_t = DEFAULT_STATIC_MAX_AGE,
         value_parser = parse_duration_secs
     )]
     static_path_expires: u64,

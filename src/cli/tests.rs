@@ -88,18 +88,20 @@ fn defaults() {
             metrics_address: None,
         }
     );
-    assert!(matches!(options.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1"));
-    assert_eq!(options.cores, None);
-    assert_eq!(options.backend, Choice::Auto);
-    assert_eq!(options.limits.max_body, 1 << 30);
-    assert_eq!(options.limits.max_head, Limits::default().max_head);
-    assert_eq!(options.header_read_timeout, Duration::from_secs(10));
-    assert_eq!(options.keep_alive_timeout, Duration::from_secs(5));
-    assert_eq!(options.graceful_timeout, Duration::from_secs(30));
-    assert_eq!(options.max_connections, 10_000);
-    assert!(options.access_log.is_none());
+    assert!(
+        matches!(options.config.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1")
+    );
+    assert_eq!(options.config.cores, None);
+    assert_eq!(options.config.backend, Choice::Auto);
+    assert_eq!(options.config.limits.max_body, 1 << 30);
+    assert_eq!(options.config.limits.max_head, Limits::default().max_head);
+    assert_eq!(options.config.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(options.config.keep_alive_timeout, Duration::from_secs(5));
+    assert_eq!(options.config.graceful_timeout, Duration::from_secs(30));
+    assert_eq!(options.config.max_connections, 10_000);
+    assert!(options.config.access_log.is_none());
     assert_eq!(log_level, tracing::Level::INFO);
-    assert!(options.router.route(&get("/healthz")).is_none());
+    assert!(options.config.router.route(&get("/healthz")).is_none());
 }
 
 #[test]
@@ -125,22 +127,35 @@ fn flags() {
         "--log-level=trace",
         "--access-log",
     ]);
-    assert!(matches!(options.listen, Listen::Tcp { ref host, port: 0 } if host == "0.0.0.0"));
-    assert_eq!(options.cores, Some(3));
-    assert_eq!(options.backend, Choice::Portable);
-    assert_eq!(options.limits.max_body, 10 << 20);
-    assert_eq!(options.header_read_timeout, Duration::from_millis(250));
-    assert_eq!(options.keep_alive_timeout, Duration::from_secs(1));
-    assert_eq!(options.max_connections, 7);
-    assert_eq!(options.graceful_timeout, Duration::from_millis(2500));
-    assert!(options.access_log.is_some());
+    assert!(
+        matches!(options.config.listen, Listen::Tcp { ref host, port: 0 } if host == "0.0.0.0")
+    );
+    assert_eq!(options.config.cores, Some(3));
+    assert_eq!(options.config.backend, Choice::Portable);
+    assert_eq!(options.config.limits.max_body, 10 << 20);
+    assert_eq!(
+        options.config.header_read_timeout,
+        Duration::from_millis(250)
+    );
+    assert_eq!(options.config.keep_alive_timeout, Duration::from_secs(1));
+    assert_eq!(options.config.max_connections, 7);
+    assert_eq!(options.config.graceful_timeout, Duration::from_millis(2500));
+    assert!(options.config.access_log.is_some());
     assert_eq!(log_level, tracing::Level::TRACE);
     assert_eq!(
-        options.router.route(&get("/healthz")).map(|r| r.status),
+        options
+            .config
+            .router
+            .route(&get("/healthz"))
+            .map(|r| r.status),
         Some(200)
     );
     assert_eq!(
-        options.router.route(&get("/readyz")).map(|r| r.status),
+        options
+            .config
+            .router
+            .route(&get("/readyz"))
+            .map(|r| r.status),
         Some(200)
     );
     assert_eq!(supervision.shutdown_delay, Duration::from_millis(1500));
@@ -148,7 +163,7 @@ fn flags() {
 
 #[test]
 fn uds_replaces_tcp() {
-    let options = ok(&["--uds", "/tmp/m0.sock"]).options;
+    let options = ok(&["--uds", "/tmp/m0.sock"]).options.config;
     assert!(
         matches!(options.listen, Listen::Unix(ref p) if p == std::path::Path::new("/tmp/m0.sock"))
     );
@@ -157,7 +172,7 @@ fn uds_replaces_tcp() {
 #[test]
 fn websocket_flags() {
     let ws = |args: &[&str], env: &[(&str, &str)]| {
-        let options = parse_env(args, env).unwrap().options;
+        let options = parse_env(args, env).unwrap().options.config;
         (options.ws, options.ws_max_message)
     };
     assert_eq!(ws(&[], &[]), (true, 16 << 20), "on by default, 16 MiB");
@@ -174,7 +189,12 @@ fn websocket_flags() {
 #[test]
 fn server_header_flags() {
     let server_header = |args: &[&str], env: &[(&str, &str)]| {
-        parse_env(args, env).unwrap().options.response_defaults == Defaults::default()
+        parse_env(args, env)
+            .unwrap()
+            .options
+            .config
+            .response_defaults
+            == Defaults::default()
     };
     assert!(server_header(&[], &[]), "on by default");
     assert!(!server_header(&["--no-server-header"], &[]));
@@ -192,7 +212,11 @@ fn server_header_flags() {
 #[test]
 fn header_flags() {
     let defaults = |args: &[&str], env: &[(&str, &str)]| {
-        parse_env(args, env).unwrap().options.response_defaults
+        parse_env(args, env)
+            .unwrap()
+            .options
+            .config
+            .response_defaults
     };
     assert_eq!(defaults(&[], &[]), Defaults::default());
     let field = |name: &str, value: &str| (name.to_string(), value.as_bytes().to_vec());
@@ -225,8 +249,9 @@ fn header_flags() {
 
 #[test]
 fn websocket_keepalive_flags() {
-    let keepalive =
-        |args: &[&str], env: &[(&str, &str)]| parse_env(args, env).unwrap().options.ws_keepalive;
+    let keepalive = |args: &[&str], env: &[(&str, &str)]| {
+        parse_env(args, env).unwrap().options.config.ws_keepalive
+    };
     let k = |interval: f64, timeout: f64| {
         Some(crate::ws::Keepalive {
             interval: Duration::from_secs_f64(interval),
@@ -274,34 +299,37 @@ fn environment_variables_are_read_and_flags_win() {
     else {
         panic!("env parse failed")
     };
-    assert!(matches!(options.listen, Listen::Tcp { port: 9001, .. }));
+    assert!(matches!(
+        options.config.listen,
+        Listen::Tcp { port: 9001, .. }
+    ));
     assert_eq!(
-        options.router.route(&get("/hz")).map(|r| r.status),
+        options.config.router.route(&get("/hz")).map(|r| r.status),
         Some(200)
     );
     assert_eq!(
-        options.router.route(&get("/rz")).map(|r| r.status),
+        options.config.router.route(&get("/rz")).map(|r| r.status),
         Some(200)
     );
     assert_eq!(supervision.shutdown_delay, Duration::from_secs(3));
-    assert_eq!(options.backend, Choice::Portable);
-    assert_eq!(options.cores, Some(2));
-    assert_eq!(options.limits.max_body, 4096);
-    assert!(options.access_log.is_some());
+    assert_eq!(options.config.backend, Choice::Portable);
+    assert_eq!(options.config.cores, Some(2));
+    assert_eq!(options.config.limits.max_body, 4096);
+    assert!(options.config.access_log.is_some());
     assert_eq!(log_level, tracing::Level::DEBUG);
 
     let Ok(flagged) = parse_env(&["--port", "9002"], &env) else {
         panic!("flag parse failed")
     };
     assert!(matches!(
-        flagged.options.listen,
+        flagged.options.config.listen,
         Listen::Tcp { port: 9002, .. }
     ));
 
     let Ok(off) = parse_env(&[], &[("M0SERVE_ACCESS_LOG", "false")]) else {
         panic!("parse failed")
     };
-    assert!(off.options.access_log.is_none());
+    assert!(off.options.config.access_log.is_none());
 
     let bad = parse_env(&[], &[("M0SERVE_PORT", "http")]);
     assert!(matches!(bad, Err(CliError::Usage(ref m)) if m.contains("invalid value 'http'")));
@@ -309,17 +337,26 @@ fn environment_variables_are_read_and_flags_win() {
 
 #[test]
 fn uring_is_shorthand_for_backend_uring() {
-    assert_eq!(ok(&["--uring"]).options.backend, Choice::Uring);
+    assert_eq!(ok(&["--uring"]).options.config.backend, Choice::Uring);
     assert_eq!(
-        ok(&["--uring", "--backend", "uring"]).options.backend,
+        ok(&["--uring", "--backend", "uring"])
+            .options
+            .config
+            .backend,
         Choice::Uring
     );
-    assert_eq!(ok(&["--backend", "uring"]).options.backend, Choice::Uring);
-    assert_eq!(ok(&["--backend", "auto"]).options.backend, Choice::Auto);
+    assert_eq!(
+        ok(&["--backend", "uring"]).options.config.backend,
+        Choice::Uring
+    );
+    assert_eq!(
+        ok(&["--backend", "auto"]).options.config.backend,
+        Choice::Auto
+    );
     let Ok(env) = parse_env(&[], &[("M0SERVE_URING", "yes")]) else {
         panic!("parse failed")
     };
-    assert_eq!(env.options.backend, Choice::Uring);
+    assert_eq!(env.options.config.backend, Choice::Uring);
     for other in ["portable", "auto"] {
         let message = usage(&["--uring", "--backend", other]);
         assert_eq!(
@@ -383,7 +420,8 @@ fn static_flags_pair_in_order() {
         "--static-path-mount",
         dir,
     ])
-    .options;
+    .options
+    .config;
     // A mounted prefix owns its paths (a miss is its own 404); others are not ours.
     for mounted in ["/a/m0serve-no-such-file", "/b/m0serve-no-such-file"] {
         assert_eq!(
@@ -413,7 +451,9 @@ fn static_flags_pair_in_order() {
 fn a_lone_static_mount_is_served_under_static() {
     let dir = TempDir::new("cli-lone-mount");
     std::fs::write(dir.path().join("a.txt"), "a").unwrap();
-    let options = ok(&["--static-path-mount", dir.path().to_str().unwrap()]).options;
+    let options = ok(&["--static-path-mount", dir.path().to_str().unwrap()])
+        .options
+        .config;
     let reply = options.router.route(&get("/static/a.txt")).unwrap();
     assert_eq!(reply.status, 200);
     assert!(options.router.route(&get("/a.txt")).is_none());
@@ -429,7 +469,12 @@ fn static_files_carry_the_expires_flag_as_max_age() {
         dir.path().to_str().unwrap(),
     ];
     let cache_control = |invocation: Invocation| {
-        let reply = invocation.options.router.route(&get("/s/a.txt")).unwrap();
+        let reply = invocation
+            .options
+            .config
+            .router
+            .route(&get("/s/a.txt"))
+            .unwrap();
         assert_eq!(reply.status, 200);
         reply
             .headers
@@ -485,7 +530,12 @@ fn a_static_directory_stands_for_the_dir_to_file_flag() {
         dir.path().to_str().unwrap(),
     ];
     let length = |invocation: Invocation| {
-        let reply = invocation.options.router.route(&get("/s/d")).unwrap();
+        let reply = invocation
+            .options
+            .config
+            .router
+            .route(&get("/s/d"))
+            .unwrap();
         (reply.status == 200).then(|| {
             reply
                 .headers
@@ -699,7 +749,7 @@ fn main_exit_statuses_without_serving() {
 
 #[test]
 fn slow_client_flags_and_their_variables() {
-    let defaults = ok(&[]).options;
+    let defaults = ok(&[]).options.config;
     let buffer = defaults.body_buffer.expect("buffering is on by default");
     assert_eq!(buffer.memory, 1 << 20);
     assert_eq!(buffer.spill_dir, std::env::temp_dir());
@@ -712,7 +762,8 @@ fn slow_client_flags_and_their_variables() {
         "--body-read-timeout=2.5",
         "--send-timeout=4",
     ])
-    .options;
+    .options
+    .config;
     let buffer = flagged.body_buffer.unwrap();
     assert_eq!(buffer.memory, 64 << 10);
     assert_eq!(buffer.spill_dir, PathBuf::from("/var/tmp"));
@@ -720,6 +771,7 @@ fn slow_client_flags_and_their_variables() {
     assert_eq!(flagged.send_timeout, Duration::from_secs(4));
     assert!(ok(&["--request-buffering=off"])
         .options
+        .config
         .body_buffer
         .is_none());
 
@@ -731,9 +783,12 @@ fn slow_client_flags_and_their_variables() {
     let Ok(from_env) = parse_env(&[], &env) else {
         panic!("env parse failed")
     };
-    assert!(from_env.options.body_buffer.is_none());
-    assert_eq!(from_env.options.body_read_timeout, Duration::from_secs(3));
-    assert_eq!(from_env.options.send_timeout, Duration::from_secs(5));
+    assert!(from_env.options.config.body_buffer.is_none());
+    assert_eq!(
+        from_env.options.config.body_read_timeout,
+        Duration::from_secs(3)
+    );
+    assert_eq!(from_env.options.config.send_timeout, Duration::from_secs(5));
     let env = [
         ("M0SERVE_BODY_BUFFER_SIZE", "2M"),
         ("M0SERVE_BODY_SPILL_DIR", "/srv/spill"),
@@ -741,7 +796,7 @@ fn slow_client_flags_and_their_variables() {
     let Ok(from_env) = parse_env(&["--request-buffering", "on"], &env) else {
         panic!("env parse failed")
     };
-    let buffer = from_env.options.body_buffer.unwrap();
+    let buffer = from_env.options.config.body_buffer.unwrap();
     assert_eq!(buffer.memory, 2 << 20);
     assert_eq!(buffer.spill_dir, PathBuf::from("/srv/spill"));
 
@@ -827,7 +882,7 @@ fn metrics_address_from_the_flag_or_its_variable() {
 
 #[test]
 fn inherited_socket_flags() {
-    let fd = ok(&["--fd", "5"]).options;
+    let fd = ok(&["--fd", "5"]).options.config;
     assert!(matches!(
         fd.listen,
         Listen::Fd {
@@ -835,7 +890,10 @@ fn inherited_socket_flags() {
             systemd: false
         }
     ));
-    let env = parse_env(&[], &[("M0SERVE_FD", "4")]).unwrap().options;
+    let env = parse_env(&[], &[("M0SERVE_FD", "4")])
+        .unwrap()
+        .options
+        .config;
     assert!(matches!(
         env.listen,
         Listen::Fd {
@@ -858,7 +916,7 @@ fn inherited_socket_flags() {
 
 #[test]
 fn backlog_and_uds_permissions() {
-    let defaults = ok(&[]).options.socket;
+    let defaults = ok(&[]).options.config.socket;
     assert_eq!(defaults.backlog, 1024);
     assert_eq!(defaults.uds_mode, None);
     let set = ok(&[
@@ -869,18 +927,18 @@ fn backlog_and_uds_permissions() {
         "--backlog",
         "64",
     ]);
-    assert_eq!(set.options.socket.backlog, 64);
-    assert_eq!(set.options.socket.uds_mode, Some(0o660));
+    assert_eq!(set.options.config.socket.backlog, 64);
+    assert_eq!(set.options.config.socket.uds_mode, Some(0o660));
     let env = [
         ("M0SERVE_UDS", "/tmp/m0.sock"),
         ("M0SERVE_UDS_PERMISSIONS", "600"),
         ("M0SERVE_BACKLOG", "2048"),
     ];
-    let env = parse_env(&[], &env).unwrap().options.socket;
+    let env = parse_env(&[], &env).unwrap().options.config.socket;
     assert_eq!((env.backlog, env.uds_mode), (2048, Some(0o600)));
     for mode in ["0660", "660", "0o660"] {
         let parsed = ok(&["--uds=/tmp/s", &format!("--uds-permissions={mode}")]);
-        assert_eq!(parsed.options.socket.uds_mode, Some(0o660), "{mode}");
+        assert_eq!(parsed.options.config.socket.uds_mode, Some(0o660), "{mode}");
     }
     for bad in ["0", "-5", "65536", "lots"] {
         assert!(
@@ -916,7 +974,7 @@ fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
     };
     let (ours, left) = activated(&me, "1");
     assert!(matches!(
-        ours.unwrap().options.listen,
+        ours.unwrap().options.config.listen,
         Listen::Fd {
             fd: 3,
             systemd: true
@@ -924,7 +982,10 @@ fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
     ));
     assert_eq!(left, [false; 3], "cleared for what this process starts");
     let (theirs, left) = activated(&other, "1");
-    assert!(matches!(theirs.unwrap().options.listen, Listen::Tcp { .. }));
+    assert!(matches!(
+        theirs.unwrap().options.config.listen,
+        Listen::Tcp { .. }
+    ));
     assert_eq!(
         left, [true; 3],
         "another process's variables are left alone"
@@ -948,14 +1009,25 @@ fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
 fn access_log_formats() {
     use crate::server::access_log::{format, Format};
     let default = Format::parse(format::DEFAULT).unwrap();
-    assert_eq!(ok(&["--access-log"]).options.access_log, Some(default));
+    assert_eq!(
+        ok(&["--access-log"]).options.config.access_log,
+        Some(default)
+    );
     // A format turns the log on: given for a log left off, it would do nothing.
     assert_eq!(
-        ok(&["--access-log-format", "json"]).options.access_log,
+        ok(&["--access-log-format", "json"])
+            .options
+            .config
+            .access_log,
         Some(Format::Json)
     );
     let env = [("M0SERVE_ACCESS_LOG_FORMAT", "%(s)s %(D)s")];
-    let from_env = parse_env(&[], &env).unwrap().options.access_log.unwrap();
+    let from_env = parse_env(&[], &env)
+        .unwrap()
+        .options
+        .config
+        .access_log
+        .unwrap();
     assert_eq!(from_env, Format::parse("%(s)s %(D)s").unwrap());
     let message = usage(&["--access-log-format", "%(h)s %(zz)s"]);
     assert!(
@@ -967,7 +1039,7 @@ fn access_log_formats() {
 #[test]
 fn proxy_flags_defaults_and_variables() {
     use crate::http::trusted::Trusted;
-    let off = ok(&[]).options.proxy;
+    let off = ok(&[]).options.config.proxy;
     assert!(!off.headers && !off.protocol);
     assert_eq!(off.trusted, Trusted::default());
     let on = ok(&[
@@ -976,6 +1048,7 @@ fn proxy_flags_defaults_and_variables() {
         "--forwarded-allow-ips=10.0.0.0/8, ::1",
     ])
     .options
+    .config
     .proxy;
     assert!(on.headers && on.protocol);
     assert_eq!(on.trusted, Trusted::parse("10.0.0.0/8,::1").unwrap());
@@ -988,6 +1061,7 @@ fn proxy_flags_defaults_and_variables() {
     )
     .unwrap()
     .options
+    .config
     .proxy;
     assert!(env.headers && env.trusted.all());
     assert!(usage(&["--forwarded-allow-ips=localhost"]).contains("--forwarded-allow-ips"));
@@ -1019,7 +1093,7 @@ fn switches_take_an_optional_value_after_an_equals_sign() {
     let with = |args: &[&str], env: &[(&str, &str)]| {
         let invocation = parse_env(args, env).unwrap_or_else(|e| panic!("{args:?}: {e:?}"));
         (
-            invocation.options.access_log.is_some(),
+            invocation.options.config.access_log.is_some(),
             invocation.app.map(|a| a.target),
         )
     };
@@ -1059,5 +1133,31 @@ fn the_flag_table_names_each_flag_with_how_it_takes_a_value() {
         if let Err(CliError::Usage(e)) = parse_env(&[arg.as_str()], &[]) {
             assert!(!e.contains("unexpected"), "{arg}: {e}");
         }
+    }
+}
+
+#[test]
+fn the_configs_defaults_are_the_command_lines() {
+    let parsed = ok(&[]).options.config;
+    assert_eq!(
+        format!("{parsed:?}"),
+        format!("{:?}", crate::server::Config::default())
+    );
+}
+
+#[test]
+fn a_bad_knob_is_a_usage_error_naming_it() {
+    let parsed = with_env(&[], || {
+        std::env::set_var("M0_ACCEPT_BATCH", "many");
+        let parsed = parse(os_args(&[]));
+        std::env::remove_var("M0_ACCEPT_BATCH");
+        parsed
+    });
+    match parsed {
+        Err(CliError::Usage(message)) => assert!(
+            message.contains("M0_ACCEPT_BATCH must be a whole number"),
+            "{message}"
+        ),
+        _ => panic!("M0_ACCEPT_BATCH=many was accepted"),
     }
 }

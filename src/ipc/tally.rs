@@ -48,11 +48,6 @@ pub struct Tally {
     mine: AtomicUsize,
 }
 
-/// Whether the supervisor should share a tally (`M0_ACCEPT_BALANCE`, default on).
-pub fn enabled() -> bool {
-    std::env::var("M0_ACCEPT_BALANCE").map_or(true, |v| v.trim() != "0")
-}
-
 /// A new, zeroed tally page, as a descriptor for workers to inherit.
 pub fn create() -> io::Result<OwnedFd> {
     shared_page::create(c"m0serve-tally", SIZE)

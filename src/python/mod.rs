@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 
 use crate::app::spec::AppSpec;
 use crate::asgi::{AsgiApp, AsgiConfig, AsgiVersion};
-use crate::cli::{self, CliError, Invocation};
+use crate::cli::{self, CliError, Invocation, Role};
 use crate::server::{Options, Phase};
 use crate::supervisor;
 use crate::wsgi::{WsgiApp, WsgiConfig};
@@ -65,37 +65,20 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<i32> {
 /// Run a parsed command line that names its `APP`: as its supervisor, or,
 /// started by one, as a worker that imports the application and serves it.
 fn run(py: Python<'_>, argv: &[OsString], invocation: Invocation) -> PyResult<i32> {
-    let Invocation {
-        mut options,
-        log_level,
-        app,
-        supervision,
-    } = invocation;
-    let Some(spec) = app else {
+    if invocation.app.is_none() {
         let missing = "missing the APP to serve, as module:attribute (e.g. m0serve app:app)";
         return Ok(CliError::Usage(missing.into()).report());
+    }
+    let relaunch =
+        || relaunch(py, argv).map_err(|e| format!("finding the interpreter to start workers: {e}"));
+    let (options, spec) = match cli::role(invocation, relaunch) {
+        Err(status) => return Ok(status),
+        Ok((Role::Supervisor(plan), _)) => {
+            let _sigint = SigintTaken::take(py)?;
+            return Ok(py.detach(|| supervisor::run(plan)));
+        }
+        Ok((Role::Worker(options), spec)) => (options, spec.expect("checked above")),
     };
-    let link = match supervisor::link::from_env() {
-        Ok(link) => link,
-        Err(e) => return Ok(CliError::Usage(e).report()),
-    };
-    let Some(link) = link else {
-        // The supervisor: it never imports the application.
-        cli::init_logging(log_level, None);
-        let relaunch = match relaunch(py, argv) {
-            Ok(relaunch) => relaunch,
-            Err(e) => {
-                eprintln!("m0serve: error: finding the interpreter to start workers: {e}");
-                return Ok(1);
-            }
-        };
-        let plan = supervisor::Plan::new(&options, &supervision, relaunch);
-        let _sigint = SigintTaken::take(py)?;
-        return Ok(py.detach(|| supervisor::run(plan)));
-    };
-    cli::init_logging(log_level, Some(link.number));
-    link.enter(&mut options);
-
     let object = match load::load(py, &spec) {
         Ok(object) => object,
         Err(e) => {
@@ -122,7 +105,7 @@ fn serve(py: Python<'_>, mut options: Options, spec: &AppSpec, object: Py<PyAny>
     if let Served::Asgi(version) = served {
         return serve_asgi(py, options, spec, object, version, &why);
     }
-    let app = match WsgiApp::new(py, object, wsgi_config(spec)) {
+    let app = match WsgiApp::new(py, object, wsgi_config(spec, &options)) {
         Ok(app) => app,
         Err(e) => {
             eprintln!("m0serve: error: starting the WSGI application: {e}");
@@ -170,6 +153,7 @@ fn serve_asgi(
         event_loop: spec.event_loop,
         lifespan: spec.lifespan,
         backpressure: spec.backpressure,
+        turn: turn(&options),
     };
     let app = match AsgiApp::new(py, object, config) {
         Ok(app) => app,
@@ -185,7 +169,7 @@ fn serve_asgi(
             return Ok(1);
         }
     };
-    let graceful = options.graceful_timeout;
+    let graceful = options.config.graceful_timeout;
     let drain_began = drain_clock(&mut options);
     options.app = Some(app.clone());
     let _sigint = SigintTaken::take(py)?;
@@ -234,12 +218,20 @@ fn relaunch(py: Python<'_>, argv: &[OsString]) -> PyResult<supervisor::Relaunch>
     })
 }
 
-fn wsgi_config(spec: &AppSpec) -> WsgiConfig {
+fn wsgi_config(spec: &AppSpec, options: &Options) -> WsgiConfig {
     WsgiConfig {
         threads: spec.blocking_threads,
         backpressure: spec.backpressure,
         root_path: spec.root_path.clone(),
+        turn: turn(options),
     }
+}
+
+/// The pool's GIL turn and scheduling: the knobs over the defaults of a
+/// process confined to its cores' CPUs (a worker among several) or not.
+fn turn(options: &Options) -> m0serve_pool::TurnConfig {
+    let confined = options.inherited.as_ref().is_some_and(|i| i.confined);
+    options.tuning.turn(confined)
 }
 
 /// Python's SIGINT handler, given back to the default disposition while the

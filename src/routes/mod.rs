@@ -24,6 +24,9 @@ use crate::reply::Reply;
 pub use ready::Readiness;
 use static_files::{Mount, Serving};
 
+/// How long static files may be cached by default: a day (Granian's).
+pub const DEFAULT_STATIC_MAX_AGE: u64 = 86400;
+
 /// The Rust-native routes of one server, built once and shared by the core threads.
 #[derive(Debug, Default)]
 pub struct Router {
@@ -95,7 +98,8 @@ impl Router {
     }
 
     /// This router with static files (their 206s and 304s too) sent with
-    /// `Cache-Control: max-age=<secs>`; 0: without one (caches then judge
+    /// `Cache-Control: max-age=<secs>` (the command line's default:
+    /// [`DEFAULT_STATIC_MAX_AGE`], Granian's); 0: without one (caches then judge
     /// freshness themselves, from Last-Modified: RFC 9111 §4.2.2).
     pub fn with_static_max_age(mut self, secs: u64) -> Router {
         // RFC 9111 §1.2.2: a delta-seconds past 2^31 is sent as 2^31.

@@ -10,6 +10,7 @@
 pub mod access_log;
 #[cfg(test)]
 mod app_tests;
+mod config;
 pub mod cpus;
 pub mod listener;
 pub mod proxy;
@@ -31,13 +32,16 @@ use core_affinity::CoreId;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
+use std::os::fd::OwnedFd;
+
 use crate::app::ServerAddr;
-use crate::backend::accept::Batch;
+use crate::backend::accept::{Batch, RECHECK};
+use crate::backend::linger;
 use crate::backend::share::Board;
-use crate::backend::{self, Choice, Control, CoreContext, Kind, Service};
-use crate::http::Limits;
-use crate::routes::Router;
+use crate::backend::{self, Control, CoreContext, Kind, Service};
 use crate::tls::{TlsService, TlsShared};
+use crate::tuning::Tuning;
+pub use config::Config;
 
 /// Where to listen.
 #[derive(Clone, Debug)]
@@ -55,72 +59,58 @@ pub enum Listen {
     },
 }
 
-/// Everything the server needs, built by the CLI.
+/// Everything the server runs with: the user's [`Config`], the mechanism
+/// knobs, the application, what a supervisor handed this worker, and the
+/// hooks of whoever started it.
 pub struct Options {
-    pub listen: Listen,
-    /// The backlog and socket file mode of a listener bound here.
-    pub socket: listener::Setup,
-    /// Core threads; `None`: one per CPU the process may use (its affinity
-    /// mask, or fewer under a cgroup CPU quota: see `cpus`).
-    pub cores: Option<usize>,
-    pub backend: Choice,
-    pub limits: Limits,
-    /// A client must send a complete head within this (from its first byte).
-    pub header_read_timeout: Duration,
-    /// An idle keep-alive connection is closed after this.
-    pub keep_alive_timeout: Duration,
-    /// Connections beyond this wait in the listen backlog.
-    pub max_connections: usize,
-    /// How long shutdown waits for requests in flight before it closes them.
-    pub graceful_timeout: Duration,
-    pub router: Router,
+    pub config: Config,
+    pub tuning: Tuning,
     /// Where requests no Rust-native route answers go (None: 404).
-    pub app: Option<std::sync::Arc<dyn crate::app::App>>,
-    /// Log each request in this format (target `m0serve::access`; None: off).
-    pub access_log: Option<access_log::Format>,
-    /// Serve WebSocket upgrades to an app that takes them (else they reach
-    /// it as plain HTTP).
-    pub ws: bool,
-    /// The largest WebSocket message accepted, in bytes.
-    pub ws_max_message: usize,
-    /// What every response gets unless it sets it: `Server: m0serve`
-    /// (`--no-server-header`: not), the `--header` fields.
-    pub response_defaults: crate::http::Defaults,
-    /// Pings for quiet WebSockets, and how long an answer may take (None: none).
-    pub ws_keepalive: Option<crate::ws::Keepalive>,
-    /// Negotiate permessage-deflate with clients that offer it.
-    pub ws_deflate: bool,
-    /// Buffer the bodies of apps whose reads block (WSGI) before calling
-    /// them: memory, then a file (None: `--request-buffering off`).
-    pub body_buffer: Option<crate::app::BufferConfig>,
-    /// A request body's next bytes may take this long (408 beyond).
-    pub body_read_timeout: Duration,
-    /// Output the client takes none of for this long closes the connection.
-    pub send_timeout: Duration,
-    /// Proxy headers and the PROXY protocol, and the peers trusted for them.
-    pub proxy: proxy::ProxyConfig,
+    pub app: Option<Arc<dyn crate::app::App>>,
+    /// From the supervisor, in a worker (None: a process serving alone).
+    pub inherited: Option<Inherited>,
+    /// Told when the server is ready (cores up) and when its drain begins:
+    /// how a worker keeps its supervisor informed.
+    pub phase_hook: Option<PhaseHook>,
+    /// The embedder's handle (the Python API): told where the server is
+    /// ready, and able to stop it as SIGTERM would.
+    pub remote: Option<remote::Remote>,
+}
+
+impl Options {
+    /// `config` and `tuning`, with no app, no supervisor and no hooks.
+    pub fn new(config: Config, tuning: Tuning) -> Options {
+        Options {
+            config,
+            tuning,
+            app: None,
+            inherited: None,
+            phase_hook: None,
+            remote: None,
+        }
+    }
+}
+
+/// What a supervisor hands its worker ([`crate::supervisor::link`]).
+pub struct Inherited {
+    /// The worker's number, from 1 (the metrics' `worker` label).
+    pub number: u32,
+    /// The listener the supervisor bound, shared by every worker (see
+    /// [`listener::adopt`]).
+    pub listener: OwnedFd,
     /// The core threads and CPUs its supervisor planned for this worker
     /// (None: planned here, from `cores`, the mask and the quota).
     pub cpu_share: Option<cpus::Worker>,
-    /// A listener already bound, used instead of binding `listen`: a worker's,
-    /// inherited from its supervisor (see [`listener::adopt`]).
-    pub inherited: Option<std::os::fd::OwnedFd>,
-    /// The connections each worker holds, shared by a supervisor with its
-    /// workers ([`crate::ipc::tally`]).
+    /// This process's threads are confined to its cores' CPUs (the pool's
+    /// scheduling defaults follow it: [`Tuning::turn`]).
+    pub confined: bool,
+    /// The connections each worker holds ([`crate::ipc::tally`]).
     pub tally: Option<crate::ipc::tally::Tally>,
     /// The metrics' shared region, where the supervisor serves them: each
     /// core thread counts in a shard of its own ([`crate::metrics`]).
     pub metrics: Option<crate::metrics::counters::Region>,
-    /// This process's worker number (the metrics' `worker` label).
-    pub worker: u32,
-    /// Told when the server is ready (cores up) and when its drain begins:
-    /// how a worker keeps its supervisor informed.
-    pub phase_hook: Option<PhaseHook>,
-    /// Serve TLS with these certificates (None: plain HTTP).
-    pub tls: Option<crate::tls::Settings>,
-    /// The embedder's handle (the Python API): told where the server is
-    /// ready, and able to stop it as SIGTERM would.
-    pub remote: Option<remote::Remote>,
+    /// The requests to serve before asking to be recycled.
+    pub budget: Option<request_budget::Budget>,
 }
 
 /// A moment in the server's life that [`Options::phase_hook`] is told of.
@@ -137,29 +127,37 @@ pub type PhaseHook = Box<dyn FnMut(Phase) + Send>;
 
 /// Serve until SIGTERM or SIGINT; returns the process exit code: 0 after a
 /// graceful shutdown, 1 when a core thread failed.
-pub fn run(mut options: Options) -> io::Result<i32> {
-    let kind = backend::select(options.backend).map_err(io::Error::other)?;
-    let pins = match options.cpu_share.take() {
-        Some(share) => {
-            let s = if share.cores == 1 { "" } else { "s" };
-            tracing::info!("{} core thread{s}, {}", share.cores, share.placement());
-            share.pins()
+pub fn run(options: Options) -> io::Result<i32> {
+    let Options {
+        mut config,
+        tuning,
+        app,
+        inherited,
+        phase_hook,
+        remote,
+    } = options;
+    let kind = backend::select(config.backend, tuning.uring_disabled).map_err(io::Error::other)?;
+    let (worker, share, listener, tally, metrics) = match inherited {
+        Some(i) => {
+            if let Some(budget) = i.budget {
+                request_budget::set(budget);
+            }
+            (i.number, i.cpu_share, Some(i.listener), i.tally, i.metrics)
         }
-        None => core_pins(options.cores)?,
+        None => (1, None, None, None, None),
     };
-    let batch = Batch::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let listener = match options.inherited.take() {
+    let pins = cpus::core_pins(share, config.cores)?;
+    let listener = match listener {
         Some(fd) => listener::adopt(fd)?,
-        None => listener::bind(&options.listen, options.socket)?,
+        None => listener::bind(&config.listen, config.socket)?,
     };
-    let hook = options.phase_hook.take();
-    let control = Arc::new(Control::new(options.max_connections).with_tally(options.tally.take()));
-    let graceful = options.graceful_timeout;
-    let readiness = options.router.readiness();
+    let control = Arc::new(Control::new(config.max_connections).with_tally(tally));
+    let graceful = config.graceful_timeout;
+    let readiness = config.router.readiness();
 
     let server = Arc::new(match &listener.addr {
         listener::Address::Tcp(addr) => ServerAddr::Tcp {
-            host: match &options.listen {
+            host: match &config.listen {
                 Listen::Tcp { host, .. } => host.clone(),
                 Listen::Unix(_) | Listen::Fd { .. } => addr.ip().to_string(),
             },
@@ -167,26 +165,14 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         },
         listener::Address::Unix(path) => ServerAddr::Unix(path.clone()),
     });
-    let shared = Arc::new(session::Shared {
-        router: options.router,
-        app: options.app,
-        server,
-        limits: options.limits,
-        header_read_timeout: options.header_read_timeout,
-        keep_alive_timeout: options.keep_alive_timeout,
-        access_log: options.access_log.map(Arc::new),
-        ws: options.ws,
-        ws_max_message: options.ws_max_message,
-        response_defaults: (options.response_defaults != crate::http::defaults::STANDARD)
-            .then(|| Arc::new(options.response_defaults)),
-        ws_keepalive: options.ws_keepalive,
-        ws_deflate: options.ws_deflate,
-        body_buffer: options.body_buffer.map(Arc::new),
-        body_read_timeout: options.body_read_timeout,
-        send_timeout: options.send_timeout,
-        proxy: options.proxy,
+    let tls = config.tls.take().map(|settings| {
+        Arc::new(TlsShared {
+            settings,
+            handshake_timeout: config.header_read_timeout,
+            send_timeout: config.send_timeout,
+        })
     });
-    let (metrics, worker) = (options.metrics, options.worker);
+    let shared = Arc::new(session::Shared::new(config, app, server));
     let _sampler = match (metrics, &shared.app) {
         (Some(region), Some(app)) => sampler::Sampler::start(region, worker, app.clone()),
         _ => None,
@@ -202,13 +188,6 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         session::HttpService::new(shared.clone()).counting(shard)
     };
 
-    let tls = options.tls.take().map(|settings| {
-        Arc::new(TlsShared {
-            settings,
-            handshake_timeout: options.header_read_timeout,
-            send_timeout: options.send_timeout,
-        })
-    });
     let secure = tls.is_some();
     let core_main = move |ctx: CoreContext| {
         if let Some(app) = &app {
@@ -224,14 +203,14 @@ pub fn run(mut options: Options) -> io::Result<i32> {
         listener,
         pins,
         kind,
-        batch,
+        &tuning,
         control,
         Lifecycle {
             graceful,
-            hook,
+            hook: phase_hook,
             readiness,
             secure,
-            remote: options.remote.take(),
+            remote,
         },
         Arc::new(core_main),
     )
@@ -246,36 +225,6 @@ struct Lifecycle {
     /// The cores serve TLS: the address is logged as `https://`.
     secure: bool,
     remote: Option<remote::Remote>,
-}
-
-/// The CPU of each core thread of this (single) process, logging how many
-/// there are, where the number came from, and where they run. A single
-/// process is not [`cpus::confine`]d: its pool threads keep the whole mask,
-/// as they did before worker processes; a worker confines itself.
-fn core_pins(requested: Option<usize>) -> io::Result<Vec<Option<CoreId>>> {
-    let allowed = cpus::allowed();
-    let found = cpus::quota::read();
-    for why in &found.ignored {
-        tracing::warn!("{why}");
-    }
-    let budget = cpus::Budget::new(allowed.len(), cpus::available(), found.quota.as_ref());
-    let plan = cpus::plan_workers(1, requested, &allowed, &budget)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    if let Some(warning) = &plan.warning {
-        tracing::warn!("{warning}");
-    }
-    let worker = &plan.workers[0];
-    let source = match requested {
-        Some(_) => "--cores".to_string(),
-        None => budget.to_string(),
-    };
-    tracing::info!(
-        "{} core thread{} ({source}), {}",
-        worker.cores,
-        if worker.cores == 1 { "" } else { "s" },
-        worker.placement()
-    );
-    Ok(worker.pins())
 }
 
 /// What a core thread runs: its backend's loop with its own service.
@@ -298,7 +247,7 @@ fn serve(
     listener: listener::Listener,
     pins: Vec<Option<CoreId>>,
     kind: Kind,
-    batch: Batch,
+    tuning: &Tuning,
     control: Arc<Control>,
     lifecycle: Lifecycle,
     core_main: CoreMain,
@@ -325,10 +274,11 @@ fn serve(
         remote.on_stop(Box::new(move || handle.close()));
     }
     let failed = Arc::new(AtomicBool::new(false));
-    let board = Board::new(n);
-    let rotate_accepts = backend::accept::rotate(listener.shared);
-    let recheck = backend::accept::recheck(listener.shared);
-    let linger = backend::linger::Settings::from_env();
+    let board = Board::sharing(n, tuning.accept_share);
+    let batch = Batch::new(tuning.accept_batch);
+    let rotate_accepts = listener.shared && tuning.accept_rotate;
+    let recheck = listener.shared.then_some(RECHECK);
+    let linger = linger::Settings::quiet_for(tuning.linger);
     tracing::info!(
         "listening on {} ({kind} backend, {n} cores)",
         listener.addr.url(secure)
@@ -511,7 +461,7 @@ mod tests {
                 l,
                 vec![None; cores],
                 Kind::Portable,
-                Batch::new(16),
+                &Tuning::default(),
                 control,
                 Lifecycle {
                     graceful: grace,

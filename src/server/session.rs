@@ -96,29 +96,48 @@ pub struct Shared {
     pub proxy: super::proxy::ProxyConfig,
 }
 
-#[cfg(test)]
 impl Shared {
-    /// Settings for tests: `router` and `app`, a Unix-socket server name,
-    /// and otherwise what the command line gives by default.
-    pub(crate) fn for_tests(router: Router, app: Option<Arc<dyn App>>) -> Shared {
+    /// What the connections of a server with `config` share: its HTTP
+    /// settings (its listener, CPUs and TLS are the server's), `app`, and
+    /// the address the app is told.
+    pub fn new(
+        config: super::Config,
+        app: Option<Arc<dyn App>>,
+        server: Arc<ServerAddr>,
+    ) -> Shared {
         Shared {
-            router,
+            router: config.router,
             app,
-            server: Arc::new(ServerAddr::Unix("/test".into())),
-            limits: Limits::default(),
-            header_read_timeout: Duration::from_secs(10),
-            keep_alive_timeout: Duration::from_secs(5),
-            access_log: None,
-            ws: true,
-            ws_max_message: 16 << 20,
-            response_defaults: None,
-            ws_keepalive: None,
-            ws_deflate: true,
-            body_buffer: None,
-            body_read_timeout: Duration::from_secs(30),
-            send_timeout: Duration::from_secs(30),
-            proxy: Default::default(),
+            server,
+            limits: config.limits,
+            header_read_timeout: config.header_read_timeout,
+            keep_alive_timeout: config.keep_alive_timeout,
+            access_log: config.access_log.map(Arc::new),
+            ws: config.ws,
+            ws_max_message: config.ws_max_message,
+            response_defaults: (config.response_defaults != crate::http::defaults::STANDARD)
+                .then(|| Arc::new(config.response_defaults)),
+            ws_keepalive: config.ws_keepalive,
+            ws_deflate: config.ws_deflate,
+            body_buffer: config.body_buffer.map(Arc::new),
+            body_read_timeout: config.body_read_timeout,
+            send_timeout: config.send_timeout,
+            proxy: config.proxy,
         }
+    }
+
+    /// Settings for tests: `router` and `app`, a Unix-socket server name,
+    /// and otherwise the defaults, but for no WebSocket pings and no body
+    /// buffering (the tests that want them say so).
+    #[cfg(test)]
+    pub(crate) fn for_tests(router: Router, app: Option<Arc<dyn App>>) -> Shared {
+        let config = super::Config {
+            router,
+            ws_keepalive: None,
+            body_buffer: None,
+            ..super::Config::default()
+        };
+        Shared::new(config, app, Arc::new(ServerAddr::Unix("/test".into())))
     }
 }
 

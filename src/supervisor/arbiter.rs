@@ -120,7 +120,7 @@ impl<'a> Arbiter<'a> {
             tickets: RefCell::new(plan.tls.then(ticket_seed).flatten()),
             listener,
             lifeline: worker::pipe()?,
-            tally: share_tally(),
+            tally: plan.balance.then(share_tally).flatten(),
             ready: plan.ready_flag.then(share_ready_flag).flatten(),
             published: false,
             came_up: false,
@@ -840,9 +840,6 @@ fn share_ready_flag() -> Option<(OwnedFd, ReadyFlag)> {
 /// The tally every worker maps (unless `M0_ACCEPT_BALANCE=0`); none, with
 /// a warning, where it cannot be made: the workers then accept unbalanced.
 fn share_tally() -> Option<(OwnedFd, Tally)> {
-    if !tally::enabled() {
-        return None;
-    }
     match tally::create().and_then(|fd| Tally::map(&fd).map(|t| (fd, t))) {
         Ok(shared) => Some(shared),
         Err(e) => {

@@ -20,7 +20,8 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::server::{cpus, Options, Phase};
+use crate::server::request_budget::Budget;
+use crate::server::{cpus, Inherited, Options, Phase};
 
 /// The worker's number, from 1.
 pub const INDEX: &str = "M0SERVE_WORKER_INDEX";
@@ -76,23 +77,38 @@ pub struct Link {
 }
 
 /// The link when this process was started as a worker; `None` when it was
-/// not (it is then a supervisor). The variables are removed, so what the
+/// not (it is then a supervisor). `take` gives a variable's value and
+/// removes it ([`crate::cli`] reads the environment), so what the
 /// application starts is not taken for a worker.
-pub fn from_env() -> Result<Option<Link>, String> {
-    let Some(number) = take_var(INDEX) else {
+pub fn from_vars(mut take: impl FnMut(&str) -> Option<String>) -> Result<Option<Link>, String> {
+    let Some(number) = take(INDEX) else {
         return Ok(None);
     };
     let number = number
         .parse()
         .map_err(|_| format!("{INDEX}={number} is not a worker number"))?;
-    let fd = |name: &str| -> Result<OwnedFd, String> {
-        let value = take_var(name).ok_or_else(|| format!("{INDEX} is set but {name} is not"))?;
+    let mut fd = |name: &str| -> Result<Option<OwnedFd>, String> {
+        let Some(value) = take(name) else {
+            return Ok(None);
+        };
         let raw: RawFd = value
             .parse()
             .map_err(|_| format!("{name}={value} is not a descriptor"))?;
-        adopt(raw).ok_or_else(|| format!("{name}={value} is not an open descriptor"))
+        adopt(raw)
+            .map(Some)
+            .ok_or_else(|| format!("{name}={value} is not an open descriptor"))
     };
-    let share = match (take_var(CORES), take_var(CPUS)) {
+    let required = |found: Option<OwnedFd>, name: &str| {
+        found.ok_or_else(|| format!("{INDEX} is set but {name} is not"))
+    };
+    let listener = required(fd(LISTENER_FD)?, LISTENER_FD)?;
+    let status = File::from(required(fd(STATUS_FD)?, STATUS_FD)?);
+    let lifeline = required(fd(LIFELINE_FD)?, LIFELINE_FD)?;
+    let tally = fd(TALLY_FD)?;
+    let ready = fd(READY_FD)?;
+    let metrics = fd(METRICS_FD)?;
+    let tickets = fd(TICKETS_FD)?.map(read_seed).transpose()?;
+    let share = match (take(CORES), take(CPUS)) {
         (Some(cores), Some(list)) => Some(cpus::Worker {
             cores: cores
                 .parse()
@@ -101,14 +117,14 @@ pub fn from_env() -> Result<Option<Link>, String> {
         }),
         _ => None,
     };
-    let max_requests = match take_var(REQUESTS) {
+    let max_requests = match take(REQUESTS) {
         Some(n) => Some(
             n.parse()
                 .map_err(|_| format!("{REQUESTS}={n} is not a count"))?,
         ),
         None => None,
     };
-    let portable = match take_var(BACKEND).as_deref() {
+    let portable = match take(BACKEND).as_deref() {
         None => false,
         Some("portable") => true,
         Some(other) => return Err(format!("{BACKEND}={other} is not `portable`")),
@@ -118,25 +134,13 @@ pub fn from_env() -> Result<Option<Link>, String> {
         share,
         max_requests,
         portable,
-        listener: fd(LISTENER_FD)?,
-        status: File::from(fd(STATUS_FD)?),
-        lifeline: fd(LIFELINE_FD)?,
-        tally: match std::env::var_os(TALLY_FD) {
-            Some(_) => Some(fd(TALLY_FD)?),
-            None => None,
-        },
-        ready: match std::env::var_os(READY_FD) {
-            Some(_) => Some(fd(READY_FD)?),
-            None => None,
-        },
-        metrics: match std::env::var_os(METRICS_FD) {
-            Some(_) => Some(fd(METRICS_FD)?),
-            None => None,
-        },
-        tickets: match std::env::var_os(TICKETS_FD) {
-            Some(_) => Some(read_seed(fd(TICKETS_FD)?)?),
-            None => None,
-        },
+        listener,
+        status,
+        lifeline,
+        tally,
+        ready,
+        metrics,
+        tickets,
     }))
 }
 
@@ -148,12 +152,6 @@ fn read_seed(fd: OwnedFd) -> Result<crate::tls::tickets::Seed, String> {
         .map_err(|e| format!("{TICKETS_FD}: {e}"))?;
     crate::tls::tickets::Seed::from_bytes(&bytes)
         .ok_or_else(|| format!("{TICKETS_FD}: {} bytes, not a ticket secret", bytes.len()))
-}
-
-fn take_var(name: &str) -> Option<String> {
-    let value = std::env::var(name).ok()?;
-    std::env::remove_var(name);
-    Some(value)
 }
 
 /// Own `raw`, close-on-exec again (the application's subprocesses must not
@@ -168,62 +166,64 @@ fn adopt(raw: RawFd) -> Option<OwnedFd> {
 }
 
 impl Link {
-    /// Become worker `number`: the title, the lifeline watch, and the
-    /// server's listener and phase hook in `options`. SIGHUP, SIGTTIN and
-    /// SIGTTOU, the supervisor's to act on, are ignored here (a terminal's
-    /// hang-up reaches the whole process group).
+    /// Become worker `number`: the title, the lifeline watch, what the
+    /// supervisor handed down in `options.inherited`, its word on the
+    /// backend, tickets and readiness in `options.config`, and the phase
+    /// hook that tells it ours. SIGHUP, SIGTTIN and SIGTTOU, the
+    /// supervisor's to act on, are ignored here (a terminal's hang-up
+    /// reaches the whole process group).
     pub fn enter(self, options: &mut Options) {
         super::title::set(&format!("m0serve: worker {}", self.number));
         for signal in [libc::SIGHUP, libc::SIGTTIN, libc::SIGTTOU] {
             let _ = signal_hook::flag::register(signal, Arc::new(AtomicBool::new(false)));
         }
-        if let Some(share) = self.share {
-            // Before any other thread of this process exists (the lifeline's,
-            // the app's pool or executor): they inherit the set.
-            match cpus::confine(&share.cpus) {
-                // Its pool shares the cores' CPUs: scheduled as they are.
-                #[cfg(feature = "python")]
-                Ok(()) => m0serve_pool::confined_to_core_cpus(),
-                #[cfg(not(feature = "python"))]
-                Ok(()) => {}
-                Err(e) => tracing::warn!("confining worker {} to its CPUs: {e}", self.number),
-            }
-            options.cpu_share = Some(share);
-        }
-        if let (Some(seed), Some(tls)) = (&self.tickets, options.tls.as_mut()) {
+        // Before any other thread of this process exists (the lifeline's,
+        // the app's pool or executor): they inherit the set.
+        let confined = self.share.as_ref().is_some_and(|share| {
+            cpus::confine(&share.cpus)
+                .map_err(|e| tracing::warn!("confining worker {} to its CPUs: {e}", self.number))
+                .is_ok()
+        });
+        let config = &mut options.config;
+        if let (Some(seed), Some(tls)) = (&self.tickets, config.tls.as_mut()) {
             tls.share_tickets(seed);
         }
         watch(self.lifeline);
         if self.portable {
-            options.backend = crate::backend::Choice::Portable;
+            config.backend = crate::backend::Choice::Portable;
         }
-        options.inherited = Some(self.listener);
-        options.tally = self.tally.and_then(|fd| {
-            crate::ipc::tally::Tally::map(&fd)
-                .map_err(|e| tracing::warn!("mapping the workers' tally: {e}"))
-                .ok()
-        });
         // Without it, the ready path answers for this worker alone.
-        if let (Some(fd), Some(readiness)) = (self.ready, options.router.readiness()) {
+        if let (Some(fd), Some(readiness)) = (self.ready, config.router.readiness()) {
             match crate::ipc::ready_flag::ReadyFlag::map(&fd) {
                 Ok(flag) => readiness.share(flag),
                 Err(e) => tracing::warn!("mapping the readiness flag: {e}"),
             }
         }
-        options.worker = self.number as u32;
-        options.metrics = self.metrics.and_then(|fd| {
-            crate::metrics::counters::Region::map(&fd)
-                .map_err(|e| tracing::warn!("mapping the metrics' region: {e}"))
-                .ok()
-        });
         // One-byte writes on a pipe are atomic: the core thread that counts
         // the last request and the main thread may both write.
         let status = Arc::new(self.status);
-        if let Some(limit) = self.max_requests {
+        let budget = self.max_requests.map(|limit| {
             tracing::debug!("recycled after {limit} requests");
             let status = status.clone();
-            crate::server::request_budget::set(limit, move || tell(&status, MAX_REQUESTS));
-        }
+            Budget::new(limit, move || tell(&status, MAX_REQUESTS))
+        });
+        options.inherited = Some(Inherited {
+            number: self.number as u32,
+            listener: self.listener,
+            cpu_share: self.share,
+            confined,
+            tally: self.tally.and_then(|fd| {
+                crate::ipc::tally::Tally::map(&fd)
+                    .map_err(|e| tracing::warn!("mapping the workers' tally: {e}"))
+                    .ok()
+            }),
+            metrics: self.metrics.and_then(|fd| {
+                crate::metrics::counters::Region::map(&fd)
+                    .map_err(|e| tracing::warn!("mapping the metrics' region: {e}"))
+                    .ok()
+            }),
+            budget,
+        });
         options.phase_hook = Some(Box::new(move |phase| {
             tell(
                 &status,

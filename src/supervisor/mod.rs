@@ -63,6 +63,7 @@ use crate::metrics::counters::Region;
 use crate::metrics::{endpoint, Restarts};
 use crate::server::remote::Remote;
 use crate::server::{cpus, listener, Listen, Options};
+use crate::tuning::Tuning;
 
 /// What the supervisor needs from the command line beyond [`Options`]
 /// (built by [`crate::cli`]).
@@ -116,7 +117,7 @@ pub struct Plan {
     /// (and a margin) after it was told to stop is killed.
     pub graceful_timeout: Duration,
     pub relaunch: Relaunch,
-    /// Worker `n`'s CPUs ([`cpu_shares`]); empty with one worker.
+    /// Worker `n`'s CPUs ([`cpus::worker_shares`]); empty with one worker.
     pub shares: Vec<cpus::Worker>,
     pub recycle: recycle::Recycle,
     pub reload: Option<reload::Watch>,
@@ -135,76 +136,43 @@ pub struct Plan {
     /// The embedder's handle (the Python API): told where the workers are
     /// ready, and able to stop the supervisor as SIGTERM would.
     pub remote: Option<Remote>,
+    /// Share a connection tally with the workers ([`crate::ipc::tally`];
+    /// the `M0_ACCEPT_BALANCE=0` knob turns it off, the negative arm).
+    pub balance: bool,
 }
 
 impl Plan {
     pub fn new(options: &Options, supervision: &Supervision, relaunch: Relaunch) -> Plan {
+        let config = &options.config;
         Plan {
-            listen: options.listen.clone(),
-            socket: options.socket,
+            listen: config.listen.clone(),
+            socket: config.socket,
             workers: supervision.workers,
             pid_file: supervision.pid_file.clone(),
-            graceful_timeout: options.graceful_timeout,
+            graceful_timeout: config.graceful_timeout,
             relaunch,
-            shares: cpu_shares(supervision.workers, options.cores),
+            shares: cpus::worker_shares(supervision.workers, config.cores),
             recycle: supervision.recycle.clone(),
             reload: supervision.reload.clone(),
             shutdown_delay: supervision.shutdown_delay,
-            ready_flag: options.router.readiness().is_some(),
-            portable: auto_falls_back(options.backend),
+            ready_flag: config.router.readiness().is_some(),
+            portable: auto_falls_back(config.backend, &options.tuning),
             metrics_address: supervision.metrics_address.clone(),
-            tls: options.tls.is_some(),
+            tls: config.tls.is_some(),
             remote: options.remote.clone(),
+            balance: options.tuning.accept_balance,
         }
     }
 }
 
 /// Whether `--backend auto` falls back here; [`backend::select`] logs why.
 /// `--uring` is left to the workers, the first of which exits with the error.
-fn auto_falls_back(choice: Choice) -> bool {
-    choice == Choice::Auto && matches!(backend::select(choice), Ok(Kind::Portable))
-}
-
-/// Each worker's core threads and CPUs, logged once: with several workers,
-/// worker `n` is pinned and confined to its own CPUs of the allowed set
-/// (see [`cpus::plan_workers`]). One worker plans its cores itself, as a
-/// single process always has (its pool keeps the whole mask), so this is
-/// empty then. Workers added later by SIGTTIN take the shares round-robin.
-fn cpu_shares(workers: usize, cores: Option<usize>) -> Vec<cpus::Worker> {
-    if workers < 2 {
-        return Vec::new();
-    }
-    let allowed = cpus::allowed();
-    let found = cpus::quota::read();
-    for why in &found.ignored {
-        tracing::warn!("{why}");
-    }
-    let budget = cpus::Budget::new(allowed.len(), cpus::available(), found.quota.as_ref());
-    let plan = match cpus::plan_workers(workers, cores, &allowed, &budget) {
-        Ok(plan) => plan,
-        Err(e) => {
-            tracing::warn!("{e}: the workers plan their CPUs themselves");
-            return Vec::new();
-        }
-    };
-    if let Some(warning) = &plan.warning {
-        tracing::warn!("{warning}");
-    }
-    let source = if cores.is_some() {
-        "--cores".to_string()
-    } else {
-        budget.to_string()
-    };
-    for (i, w) in plan.workers.iter().enumerate() {
-        let s = if w.cores == 1 { "" } else { "s" };
-        tracing::info!(
-            "worker {}: {} core thread{s} ({source}), {}",
-            i + 1,
-            w.cores,
-            w.placement()
-        );
-    }
-    plan.workers
+fn auto_falls_back(choice: Choice, tuning: &Tuning) -> bool {
+    choice == Choice::Auto
+        && matches!(
+            backend::select(choice, tuning.uring_disabled),
+            Ok(Kind::Portable)
+        )
 }
 
 /// The metrics the workers share and the supervisor serves: their region

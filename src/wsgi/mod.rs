@@ -41,6 +41,8 @@ pub struct WsgiConfig {
     pub backpressure: usize,
     /// SCRIPT_NAME: the prefix the app is mounted at (`--root-path`).
     pub root_path: String,
+    /// The pool's GIL turn and scheduling.
+    pub turn: m0serve_pool::TurnConfig,
 }
 
 /// What every request of one application shares (read-only once built).
@@ -49,6 +51,8 @@ struct Shared {
     environ: environ::Constants,
     /// The loop-only shape: views run on the core thread.
     inline: bool,
+    /// Core threads go behind the pool's ([`m0serve_pool::TurnConfig::core_batch`]).
+    core_batch: bool,
 }
 
 /// A WSGI callable served through the pool.
@@ -77,6 +81,7 @@ impl WsgiApp {
             app,
             environ: environ::Constants::new(py, &config)?,
             inline: config.threads == 0,
+            core_batch: config.turn.core_batch,
         });
         let waiters = Arc::new(Waiters::default());
         let pool = if config.threads == 0 {
@@ -90,7 +95,7 @@ impl WsgiApp {
                 threads: config.threads,
                 backpressure: config.backpressure.max(1),
             };
-            let pool = Pool::start_for(py, pool_config, on_room)
+            let pool = Pool::start_for(py, pool_config, config.turn, on_room)
                 .map_err(|e| PyOSError::new_err(format!("cannot start the WSGI pool: {e}")))?;
             Some(pool)
         };
@@ -216,7 +221,7 @@ impl App for WsgiApp {
     /// Behind the pool's threads where they share the core's CPUs (the
     /// loop-only shape has none).
     fn on_core_thread(&self) {
-        if !self.shared.inline {
+        if !self.shared.inline && self.shared.core_batch {
             m0serve_pool::core_behind_app();
         }
     }

@@ -35,6 +35,7 @@ fn load(src: &str, threads: usize, root_path: &str) -> (Arc<WsgiApp>, Py<PyModul
             threads,
             backpressure: 1,
             root_path: root_path.to_owned(),
+            turn: Default::default(),
         };
         let app = WsgiApp::new(py, module.getattr("app").unwrap().unbind(), config).unwrap();
         (app, module.unbind())

@@ -118,7 +118,7 @@ impl<S: Service> Core<S> {
             // A single-shot accept is left to complete: cancelling it can lose
             // a wake-up meant for a sibling worker ([`Core::take_absorbed`]);
             // what it takes waits in `pending`, and it is not armed again.
-            (false, AcceptState::Armed) if !self.keep_armed => self.ring.cancel_accept()?,
+            (false, AcceptState::Armed) if !self.ctx.rotate_accepts => self.ring.cancel_accept()?,
             _ => {}
         }
         Ok(())
@@ -128,7 +128,7 @@ impl<S: Service> Core<S> {
     /// [`CoreContext::recheck`](crate::backend::CoreContext::recheck) period in which this core's armed accept took
     /// nothing: a sibling's ring that will never run its accept (its worker
     /// was killed) keeps the kernel's one wake-up for a connection, so no
-    /// live accept is woken for it ([`accept::recheck`](crate::backend::accept::recheck)). Under load the
+    /// live accept is woken for it ([`accept::RECHECK`](crate::backend::accept::RECHECK)). Under load the
     /// accept completes and nothing is looked at; an idle core pays one
     /// non-blocking accept per period. One a sibling was also woken for
     /// costs that sibling an accept that finds nothing.

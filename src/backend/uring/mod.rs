@@ -47,7 +47,7 @@ use std::time::Instant;
 use m0serve_uring::{AcceptState, Completion, Config, Hangup, Op, Received, Ring, Token, Waker};
 use socket2::SockRef;
 
-use super::accept::{self, Door, RETRY_BLOCKED};
+use super::accept::{Door, RETRY_BLOCKED};
 use super::guard::Guarded;
 use super::linger::Lingering;
 use super::slab::{Key, Slab};
@@ -83,7 +83,6 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
         listen_door: Door::default(),
         handoff_door: Door::default(),
         accept_paused_until: None,
-        keep_armed: ctx.rotate_accepts && accept::keep_armed(),
         recheck_at: ctx.recheck.map(|every| Instant::now() + every),
         accepted_lately: false,
         draining: false,
@@ -157,9 +156,6 @@ struct Core<S: Service> {
     handoff_door: Door,
     /// An accept error (EMFILE...) pauses the multishot until then.
     accept_paused_until: Option<Instant>,
-    /// A single-shot accept (shared listener) is never cancelled but by the
-    /// drain, whose cancel is made up for ([`Core::take_absorbed`]).
-    keep_armed: bool,
     /// Where the listener is shared, when this core next looks at it itself
     /// ([`Core::recheck`]), and whether its accept took a connection since
     /// it last looked.
@@ -239,7 +235,9 @@ impl<S: Service> Core<S> {
                 // answer, once, with `Connection: close`.
                 Ok(fd) => self.admit_draining(fd, now),
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
-                    if self.draining && self.keep_armed {
+                    // A single-shot accept (shared listener) is never cancelled but
+                    // by the drain, whose cancel is made up for here.
+                    if self.draining && self.ctx.rotate_accepts {
                         self.take_absorbed(now);
                     }
                 }

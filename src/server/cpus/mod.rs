@@ -12,12 +12,14 @@
 pub mod list;
 mod plan;
 pub mod quota;
+mod startup;
 
 use std::fmt;
 use std::io;
 
 pub use plan::{plan_workers, Worker, WorkerPlan};
 use quota::Quota;
+pub use startup::{core_pins, worker_shares};
 
 /// The CPUs this process may run on. Empty where pinning is not supported
 /// (macOS schedules threads itself).
