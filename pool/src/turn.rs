@@ -37,7 +37,7 @@
 //! between jobs as it always did. A pool of one has no barrier.
 //!
 //! The switches ([`TurnConfig`]) are the caller's: m0serve reads its
-//! `M0_POOL_*` knobs once at start and hands them here.
+//! pool knobs once at start and hands them here.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -56,7 +56,7 @@ pub const YIELD_BOUND: Duration = Duration::from_millis(1);
 /// A re-attach that took longer than this met contention: a run begins.
 pub const WAITED: Duration = Duration::from_micros(20);
 
-/// The mechanism's switches, from the caller (m0serve's `M0_POOL_*` knobs)
+/// The mechanism's switches, from the caller (m0serve's pool knobs)
 /// or a test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TurnConfig {

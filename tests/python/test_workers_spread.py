@@ -7,8 +7,11 @@ The workers share the supervisor's one listening socket. On io_uring each
 worker arms a single-shot accept, re-armed after each completion, and the
 kernel rotates connections among the rings queued on the listener
 (M0_ACCEPT_ROTATE=0 arms a multishot instead, and the worker armed first
-takes everything: the spread test's negative arm). The portable backend's
-epoll registrations are all woken, and whichever worker is free accepts.
+takes everything). The portable backend's epoll registrations are all
+woken, and whichever worker is awake accepts. The workers' tally holds back
+one that holds more connections than its sibling (M0_ACCEPT_BALANCE=0: no
+tally); where rotation is off, it alone spreads io_uring's connections, and
+the negative arms turn each rule off and see the load land on one worker.
 The queue belongs to the shared socket, not to a worker, so a worker's exit
 leaves it to the others (SO_REUSEPORT would reset the exiting worker's)."""
 
@@ -103,6 +106,37 @@ def test_two_workers_each_serve_40_to_60_percent_of_a_cpu_bound_view(backend: st
         assert_spread(pids_under_load(server.address, keep_alive=True), f"{backend}, kept alive")
     finally:
         stop_cleanly(server)
+
+
+def one_worker_share(backend: str, env: dict, keep_alive: bool) -> tuple[float, str]:
+    """The largest share of the load one worker served, with `env`'s knobs."""
+    server = started(backend, "workers_app:app", 2, "--blocking-threads=2", env=env)
+    try:
+        served, opened = pids_under_load(server.address, keep_alive=keep_alive)
+    finally:
+        stop_cleanly(server)
+    total = sum(served.values())
+    told = f"{env}: {sorted(served.values())} of {total}, connections {dict(opened)}"
+    print(told)
+    return max(served.values()) / total, told
+
+
+def test_either_rule_alone_spreads_io_uring_and_without_both_one_worker_takes_all(backend: str):
+    """The arms of io_uring's two rules, a connection a request: rotation
+    alone (M0_ACCEPT_BALANCE=0) spreads, the tally alone (M0_ACCEPT_ROTATE=0:
+    a multishot accept, which stays at the head of the listener's queue)
+    spreads, and with neither the worker armed first takes every connection:
+    each rule's negative arm."""
+    if backend != "uring":
+        pytest.skip("rotation is io_uring's; epoll wakes every worker")
+    neither = {"M0_ACCEPT_ROTATE": "0", "M0_ACCEPT_BALANCE": "0"}
+    most, told = one_worker_share(backend, neither, keep_alive=False)
+    assert most > 0.95, f"with neither rule the load still spread: {told}"
+    # Rotation alone spreads as both rules do; the tally alone holds the
+    # fuller worker back only once it is ahead, so less evenly.
+    for alone, bound in (({"M0_ACCEPT_BALANCE": "0"}, 0.6), ({"M0_ACCEPT_ROTATE": "0"}, 0.8)):
+        most, told = one_worker_share(backend, alone, keep_alive=False)
+        assert most <= bound, f"one rule alone did not spread the load: {told}"
 
 
 def test_connections_queued_in_the_kernel_when_a_worker_exits_are_served_by_the_other(
