@@ -32,7 +32,8 @@
 
 /// Requests are allocated on one thread and freed on another (a core thread
 /// and the app's): mimalloc frees across threads without glibc's arena
-/// contention, which cost ~6% of a core thread's time serving ASGI.
+/// contention, which showed in a core thread's profile serving ASGI
+/// (bench/HISTORY.md, "Allocations that cross threads").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -247,9 +247,9 @@ impl<T> JobQueue<T> {
             self.woken.fetch_add(1, Ordering::Relaxed);
             // Notify after the unlock: notified under it, a sleeper on this
             // CPU preempts us, finds the mutex held and sleeps on it again,
-            // and our unlock must wake it a second time (measured in a worker
-            // whose pool shares the core's CPU: the pool thread's contended
-            // lock 1 % of the samples, the core's futex calls 4 %). Taking
+            // and our unlock must wake it a second time (seen in the profile
+            // of a worker whose pool shares the core's CPU,
+            // bench/results/pool-wake-unlocked.md). Taking
             // the lock is what orders us after the parker's last look; the
             // notify need not be inside it.
             drop(guard);

@@ -9,13 +9,11 @@
 //! takes away only that wake-up preemption (same weight, same share of the
 //! CPU, same placement on idle CPUs): the Python thread runs once the core
 //! parks or its slice ends, and then finds the whole pass's requests queued,
-//! which the GIL turn's keep rule serves in one attach. Measured on WSGI
-//! hello, 2 CPUs with wrk on them (bench/pool_batch.sh): through one pool
-//! thread 1.15x the requests per second (10.4 against 11.9 µs of CPU per
-//! request, p99 1.23 against 1.61 ms); through four, the default, 1.57x
-//! (10.8 against 21.4 µs), which brings the pool within 10-12 % of the
-//! loop-only shape; ASGI hello 1.02x, p99 1.50 against 1.87 ms
-//! (bench/results/pool-wakes.md). The fairness probe holds either way.
+//! which the GIL turn's keep rule serves in one attach. It raised WSGI
+//! hello's requests per second and cut its CPU per request and its p99, the
+//! most with the default four pool threads, and left ASGI hello about where
+//! it was (bench/pool_batch.sh, bench/results/pool-wakes.md). The fairness
+//! probe holds either way.
 //! A worker confined to its cores' CPUs keeps the default policy for its
 //! Python threads and puts its core threads behind them instead
 //! ([`core_behind_app`]; [`crate::TurnConfig::defaults`]).
@@ -37,15 +35,12 @@ pub fn behind_cores() {
 /// write it: a context switch per answer or two, and one job per run.
 /// Behind the pool, a woken core runs once the pool parks or its slice
 /// ends, and finds the whole run's answers; the pool then finds the whole
-/// pass's requests. Measured with `--workers 2 --cores 1`, 5 alternating
-/// rounds against `M0_CORE_BATCH=0` (bench/results/core-batch-*.md): WSGI
-/// hello 1.22x the requests per second (CPU per request 6.3 against 7.9 µs,
-/// context switches 0.49 against 1.07 per request), `/busy?ms=0.3` 1.06x
-/// (p99 4.4 against 4.9 ms), ASGI hello 1.07x. Only one side of the pair
-/// may be batched: with both (tried in a single process, whose pool is
-/// behind its cores already), a request on a CPU that another process
-/// spins on waits out that process's slice at each hop (one client: 86
-/// requests per second in one run, against 9-20k).
+/// pass's requests: fewer context switches and less CPU per request, with
+/// `--workers 2 --cores 1` against `M0_CORE_BATCH=0`
+/// (bench/results/core-batch-*.md). Only one side of the pair may be
+/// batched: with both (tried in a single process, whose pool is behind its
+/// cores already), a request on a CPU that another process spins on waits
+/// out that process's slice at each hop (docs/design/detached-loop.md).
 pub fn core_behind_app() {
     batch_this_thread();
 }

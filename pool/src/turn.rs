@@ -28,9 +28,8 @@
 //!   GIL: it waits for a job to be queued, attaches, then pops. Popped first,
 //!   a job would wait in the hands of a thread parked on the GIL while the
 //!   slice's holder served the jobs queued after it; with one such job per
-//!   waiter, they set the tail (p99 12 ms on a 0.3 ms view at 16 connections,
-//!   against 7 ms taken under the GIL, where every job is served in the order
-//!   it was queued).
+//!   waiter, they set the tail (taken under the GIL, every job is served in
+//!   the order it was queued; docs/design/gil-turn.md has the figures).
 //!
 //! A run (the slice's clock) begins only after the thread waited for the GIL
 //! (longer than [`WAITED`]) or yielded it, so an uncontended thread drops
@@ -45,9 +44,10 @@ use std::time::{Duration, Instant};
 use crate::stats::Stats;
 
 /// How long a thread may hold the GIL for queued jobs before it hands off.
-/// Per job, the hand-off (a thread switch and a condvar wake) cost a 200 µs
-/// view 15 % of its throughput; per millisecond it costs a few percent, and
-/// no waiter waits more than a slice per thread ahead of it.
+/// Per job, the hand-off (a thread switch and a condvar wake) cost a short
+/// view much of its throughput; per millisecond it costs a few percent, and
+/// no waiter waits more than a slice per thread ahead of it
+/// (docs/design/gil-turn.md).
 pub const SLICE: Duration = Duration::from_millis(1);
 
 /// The longest a thread yields waiting for a waiter's attach to complete.

@@ -1,7 +1,7 @@
 //! The client's address as text (WSGI's `REMOTE_ADDR`/`REMOTE_PORT`, ASGI's
 //! `client` host), written into a stack buffer: both interfaces build one per
 //! request, and `to_string` cost an allocation and a pass through `fmt` each
-//! (about 1 % of a pool thread's samples on WSGI hello).
+//! (bench/results/asgi-peer-text.md).
 
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;

@@ -209,9 +209,7 @@ impl Parked {
     /// Whether the caller is the one to wake the parked core: true once per
     /// wait. Woken per notification instead, a core that a pool thread
     /// answers to in a burst got an eventfd write per answer before it ran
-    /// (measured with `--workers 2 --cores 1` on WSGI hello: 65,700 writes
-    /// against 5,000 in 5 s, CPU per request 15.9 against 15.2 µs; in one
-    /// process ASGI hello 1.15x, bench/results/core-wake-once.md).
+    /// (bench/results/core-wake-once.md).
     pub fn claim_wake(&self) -> bool {
         self.0.load(Ordering::SeqCst) == PARKED
             && self

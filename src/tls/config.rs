@@ -190,9 +190,9 @@ impl Files {
 
 /// rustls' ring provider with the AES-128-GCM suites first. OpenSSL
 /// clients (curl, wrk, Python) list AES-256-GCM-SHA384 first, whose key
-/// schedule runs on SHA-384: measured on a new connection per request
-/// (bench/tls.sh), SHA-512's blocks were 13 % of the core thread's time,
-/// where SHA-256 has the CPU's SHA extensions. AES-128 is as sound a choice
+/// schedule runs on SHA-384, whose SHA-512 blocks showed high in the core
+/// thread's profile on a new connection per request (bench/tls.sh), where
+/// SHA-256 has the CPU's SHA extensions. AES-128 is as sound a choice
 /// for TLS (Go's server makes it too); every suite rustls offers stays
 /// available to a client that lacks this one.
 fn provider() -> CryptoProvider {

@@ -19,10 +19,8 @@
 //! output passes the limit, not after).
 //!
 //! Compression runs on the core thread that frames the message, at zlib's
-//! fastest level. Measured (release, this 2-CPU VM): a 200-byte JSON message
-//! costs about 7.5 µs to deflate and 2.5 µs to inflate, nearly all of it the
-//! fixed cost of starting afresh (the streams' reset clears their buffers);
-//! 64 KiB about 17 µs.
+//! fastest level: for a small message nearly all of its cost is the fixed
+//! one of starting afresh (the streams' reset clears their buffers).
 
 use std::cell::RefCell;
 
@@ -258,8 +256,8 @@ pub fn inflate(compressed: &[u8], max: usize) -> Result<Vec<u8>, InflateError> {
 /// empty stored block's four bytes removed). The stream is reset first, so
 /// the message never refers back to the one before (another connection's,
 /// perhaps), as no context takeover requires, and its bytes depend on it
-/// alone (a full flush instead, 3 µs cheaper, left state behind that made
-/// the fuzzer's persistent runs unstable).
+/// alone (a full flush instead, a little cheaper, left state behind that
+/// made the fuzzer's persistent runs unstable).
 pub fn deflate(payload: &[u8], out: &mut Vec<u8>) {
     with_codec(|codec| {
         let c = &mut codec.compress;
