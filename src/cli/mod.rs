@@ -18,6 +18,8 @@
 //! behind a proxy), [`tls`] (certificates and client authentication).
 
 mod app;
+mod config_file;
+mod files;
 mod http;
 mod log_prefix;
 mod proxy;
@@ -33,7 +35,7 @@ mod workers;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 
-use clap::Parser;
+use clap::{FromArgMatches, Parser};
 use tracing_subscriber::EnvFilter;
 
 use crate::app::spec::AppSpec;
@@ -70,6 +72,8 @@ struct Args {
     recycle: workers::RecycleArgs,
     #[command(flatten)]
     reload: workers::ReloadArgs,
+    #[command(flatten)]
+    files: files::FileArgs,
 }
 
 /// A parsed command line: what to serve, and how much to log about it.
@@ -80,6 +84,8 @@ pub struct Invocation {
     pub app: Option<AppSpec>,
     /// How many workers the supervisor runs, and its pid file.
     pub supervision: Supervision,
+    /// The `--env-file`s' variables, set in a worker before the app's import.
+    pub env: Vec<(String, String)>,
 }
 
 /// What the pure-Rust binary says when asked to serve a Python application.
@@ -93,6 +99,8 @@ pub enum CliError {
     Info(clap::Error),
     /// A bad flag, value or configuration, as one line (without `error: `): exit 2.
     Usage(String),
+    /// `--print-config`: print it on stdout, exit 0.
+    Print(String),
 }
 
 /// Which process this is: decided once, here, for both entry points.
@@ -102,8 +110,10 @@ pub enum Role {
     /// (it never imports the application).
     Supervisor(Plan),
     /// Started by a supervisor: serve, with what it handed down in
-    /// [`Options::inherited`].
-    Worker(Options),
+    /// [`Options::inherited`], and the `--env-file`s' variables to set before
+    /// the application's import (only a worker's: a supervisor's would
+    /// outlive a SIGHUP that reads the files again).
+    Worker(Options, Vec<(String, String)>),
 }
 
 /// Tell which process this is from the variables a supervisor sets, start
@@ -115,19 +125,20 @@ pub fn role(
     invocation: Invocation,
     relaunch: impl FnOnce() -> Result<Relaunch, String>,
 ) -> Result<(Role, Option<AppSpec>), i32> {
+    let link =
+        crate::supervisor::link::from_vars(take_var).map_err(|e| CliError::Usage(e).report())?;
     let Invocation {
         mut options,
         log_level,
         app,
         supervision,
+        env,
     } = invocation;
-    let link =
-        crate::supervisor::link::from_vars(take_var).map_err(|e| CliError::Usage(e).report())?;
     let role = match link {
         Some(link) => {
             init_logging(log_level, Some(link.number));
             link.enter(&mut options);
-            Role::Worker(options)
+            Role::Worker(options, env)
         }
         None => {
             init_logging(log_level, None);
@@ -167,7 +178,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         Err(e) => Err(format!("finding this executable to start workers: {e}")),
     };
     match role(invocation, relaunch) {
-        Ok((Role::Worker(options), _)) => serve(options),
+        Ok((Role::Worker(options, _), _)) => serve(options),
         Ok((Role::Supervisor(plan), _)) => crate::supervisor::run(plan),
         Err(status) => status,
     }
@@ -186,6 +197,10 @@ impl CliError {
             CliError::Usage(message) => {
                 eprintln!("m0serve: error: {message}");
                 2
+            }
+            CliError::Print(text) => {
+                print!("{text}");
+                0
             }
         }
     }
@@ -223,6 +238,7 @@ fn parse_as(
     args: impl IntoIterator<Item = OsString>,
     object: Option<&str>,
 ) -> Result<Invocation, CliError> {
+    let (matches, from_file) = files::matches(args.into_iter().collect())?;
     let Args {
         server,
         routes,
@@ -233,7 +249,12 @@ fn parse_as(
         workers,
         recycle,
         reload,
-    } = Args::try_parse_from(args).map_err(clap_error)?;
+        files,
+    } = Args::from_arg_matches(&matches).map_err(clap_error)?;
+    if files.print_config {
+        return Err(CliError::Print(files::describe(&matches, &from_file)));
+    }
+    let env = files.env()?;
     let reload = reload.watch(app.dir()).map_err(CliError::Usage)?;
     let backend = server.backend()?;
     let router = routes.router()?;
@@ -279,6 +300,7 @@ fn parse_as(
             shutdown_delay: server.shutdown_delay,
             metrics_address: server.metrics_address,
         },
+        env,
     })
 }
 

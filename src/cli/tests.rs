@@ -52,6 +52,7 @@ fn usage(args: &[&str]) -> String {
     match parse_env(args, &[]) {
         Err(CliError::Usage(message)) => message,
         Err(CliError::Info(e)) => panic!("{args:?}: not a usage error: {e:?}"),
+        Err(CliError::Print(text)) => panic!("{args:?}: printed {text}"),
         Ok(_) => panic!("{args:?}: parsed"),
     }
 }
@@ -75,7 +76,9 @@ fn defaults() {
         log_level,
         app,
         supervision,
+        env,
     } = ok(&[]);
+    assert!(env.is_empty());
     assert!(app.is_none());
     assert_eq!(
         supervision,
@@ -1160,4 +1163,121 @@ fn a_bad_knob_is_a_usage_error_naming_it() {
         ),
         _ => panic!("M0_ACCEPT_BATCH=many was accepted"),
     }
+}
+
+/// A file of `text` under a fresh temporary directory.
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("m0-cli-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_config_file_is_below_the_variables_and_the_command_line() {
+    let file = temp_file(
+        "m0.toml",
+        "port = 9000\nkeep_alive_timeout = 7\nheader = ['X-A: 1']\n",
+    );
+    let config = format!("--config={}", file.display());
+    let from_file = ok(&[&config]).options.config;
+    assert!(matches!(from_file.listen, Listen::Tcp { port: 9000, .. }));
+    assert_eq!(from_file.keep_alive_timeout, Duration::from_secs(7));
+    assert_eq!(
+        from_file.response_defaults,
+        Defaults::new(true, vec![("X-A".to_string(), b"1".to_vec())])
+    );
+    let env = parse_env(&[&config], &[("M0SERVE_PORT", "9100")])
+        .unwrap()
+        .options
+        .config;
+    assert!(matches!(env.listen, Listen::Tcp { port: 9100, .. }));
+    assert_eq!(env.keep_alive_timeout, Duration::from_secs(7));
+    let cli = parse_env(&[&config, "--port=9200"], &[("M0SERVE_PORT", "9100")])
+        .unwrap()
+        .options
+        .config;
+    assert!(matches!(cli.listen, Listen::Tcp { port: 9200, .. }));
+    // The variable names the file too.
+    let named = parse_env(&[], &[("M0SERVE_CONFIG", &file.display().to_string())])
+        .unwrap()
+        .options
+        .config;
+    assert!(matches!(named.listen, Listen::Tcp { port: 9000, .. }));
+}
+
+#[test]
+fn a_value_the_file_gives_that_the_flag_refuses_names_the_file_line_and_key() {
+    let file = temp_file("m0.toml", "host = '::1'\nport = 'eighty'\n");
+    let message = usage(&[&format!("--config={}", file.display())]);
+    assert!(
+        message.starts_with(&format!("{}:2: port: ", file.display())),
+        "{message}"
+    );
+    assert!(message.contains("eighty"), "{message}");
+    let missing = usage(&["--config=/nonexistent/m0.toml"]);
+    assert!(
+        missing.starts_with("--config /nonexistent/m0.toml: "),
+        "{missing}"
+    );
+}
+
+#[test]
+fn print_config_names_where_each_value_came_from() {
+    let file = temp_file("m0.toml", "port = 9000\n");
+    let config = format!("--config={}", file.display());
+    let printed = match parse_env(
+        &[&config, "--print-config", "--cores=2"],
+        &[("M0SERVE_HOST", "0.0.0.0")],
+    ) {
+        Err(CliError::Print(text)) => text,
+        _ => panic!("--print-config did not print"),
+    };
+    let line = |name: &str| {
+        printed
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} = ")))
+            .unwrap_or_else(|| panic!("no {name} in\n{printed}"))
+            .to_string()
+    };
+    assert_eq!(
+        line("port"),
+        format!("port = \"9000\"  # {}:1", file.display())
+    );
+    assert_eq!(line("host"), "host = \"0.0.0.0\"  # M0SERVE_HOST");
+    assert_eq!(line("cores"), "cores = \"2\"  # command line");
+    assert_eq!(
+        line("graceful_timeout"),
+        "graceful_timeout = \"30\"  # default"
+    );
+}
+
+#[test]
+fn env_files_are_read_in_order_the_first_naming_a_variable_winning() {
+    let first = temp_file(
+        ".env",
+        "# a comment\nENVFILE_TEST_A=one\nexport ENVFILE_TEST_B='two words'\n",
+    );
+    let second = temp_file(".env", "ENVFILE_TEST_A=ignored\nENVFILE_TEST_C=three\n");
+    let invocation = ok(&[
+        &format!("--env-file={}", first.display()),
+        &format!("--env-file={}", second.display()),
+    ]);
+    assert_eq!(
+        invocation.env,
+        [
+            ("ENVFILE_TEST_A".to_string(), "one".to_string()),
+            ("ENVFILE_TEST_B".to_string(), "two words".to_string()),
+            ("ENVFILE_TEST_C".to_string(), "three".to_string()),
+        ]
+    );
+    let bad = temp_file(".env", "GOOD=1\nnot a line\n");
+    let message = usage(&[&format!("--env-file={}", bad.display())]);
+    assert!(
+        message.starts_with(&format!("--env-file {}: ", bad.display())),
+        "{message}"
+    );
 }

@@ -61,8 +61,10 @@ impl Server {
             options,
             log_level,
             app,
+            env,
             ..
         } = invocation;
+        super::set_env(py, &env)?;
         let spec = app.expect("parse_for_object gives the object's spec");
         cli::init_logging(log_level, None);
         let object = match load::called(py, &spec, object.bind(py).clone()) {
@@ -126,6 +128,9 @@ fn parse(argv: &[OsString], object: Option<&str>) -> PyResult<Invocation> {
     let invocation = parsed.map_err(|e| match e {
         CliError::Usage(message) => PyValueError::new_err(message),
         CliError::Info(info) => PyValueError::new_err(info.to_string()),
+        CliError::Print(_) => PyValueError::new_err(
+            "print_config is the command line's: run `m0serve --print-config`",
+        ),
     })?;
     if object.is_some() {
         if let Some(flag) = invocation.supervision.needs_supervisor() {

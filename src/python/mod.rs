@@ -77,7 +77,10 @@ fn run(py: Python<'_>, argv: &[OsString], invocation: Invocation) -> PyResult<i3
             let _sigint = SigintTaken::take(py)?;
             return Ok(py.detach(|| supervisor::run(plan)));
         }
-        Ok((Role::Worker(options), spec)) => (options, spec.expect("checked above")),
+        Ok((Role::Worker(options, env), spec)) => {
+            set_env(py, &env)?;
+            (options, spec.expect("checked above"))
+        }
     };
     let object = match load::load(py, &spec) {
         Ok(object) => object,
@@ -197,6 +200,20 @@ fn drain_clock(options: &mut Options) -> Arc<Mutex<Option<Instant>>> {
         }
     }));
     began
+}
+
+/// Set the `--env-file`s' variables `os.environ` does not have yet, through
+/// `os.environ` (which the interpreter read at its start, and which also
+/// sets the process's), before the application is imported.
+fn set_env(py: Python<'_>, env: &[(String, String)]) -> PyResult<()> {
+    if env.is_empty() {
+        return Ok(());
+    }
+    let environ = PyModule::import(py, "os")?.getattr("environ")?;
+    for (name, value) in env {
+        environ.call_method1("setdefault", (name, value))?;
+    }
+    Ok(())
 }
 
 /// How a worker is started: this interpreter (`sys.executable`, the user's
