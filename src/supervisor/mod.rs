@@ -47,8 +47,6 @@ mod pid_file;
 pub mod recycle;
 pub mod reload;
 mod rss;
-// Unused outside its tests until the arbiter drives it (the next commit).
-#[cfg_attr(not(test), allow(dead_code))]
 mod state;
 mod title;
 mod wakeup;
