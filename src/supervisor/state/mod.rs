@@ -15,6 +15,7 @@
 //! [`Event::SpawnFailed`], before the shell carries out the actions after it
 //! (until then the slot holds the worker without a pid).
 
+mod contract;
 mod queue;
 mod readiness;
 mod recycling;
@@ -35,103 +36,13 @@ mod slot_tests;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use libc::c_int;
 
-use super::recycle::{Recycle, Why, RSS_SAMPLE};
+use super::recycle::{Why, RSS_SAMPLE};
 
-pub type Pid = u32;
-
-/// What a worker wrote on its status pipe since the last read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Said {
-    pub ready: bool,
-    pub draining: bool,
-    /// It served its `--workers-max-requests`.
-    pub served_all: bool,
-    /// The pipe's end: it will say nothing more.
-    pub hung_up: bool,
-}
-
-#[derive(Debug)]
-pub enum Event {
-    Signal(c_int),
-    /// `--reload` saw these paths change.
-    Changed(Vec<PathBuf>),
-    Spawned {
-        number: usize,
-        pid: Pid,
-    },
-    SpawnFailed {
-        number: usize,
-        error: String,
-    },
-    Status {
-        pid: Pid,
-        said: Said,
-    },
-    Exited {
-        pid: Pid,
-        status: ExitStatus,
-    },
-    /// A resident memory sample asked for by [`Action::SampleRss`].
-    Rss {
-        pid: Pid,
-        bytes: u64,
-    },
-    /// Time passed: whatever is due now is done.
-    Tick,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Debug,
-    Info,
-    Warn,
-    Error,
-    /// The program's own error line on stderr, outside the log.
-    Print,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    Spawn {
-        number: usize,
-        replacement: bool,
-    },
-    Signal {
-        pid: Pid,
-        signal: c_int,
-    },
-    SampleRss(Vec<Pid>),
-    /// Stop accepting: new connections are refused from now on.
-    ShutListener,
-    /// Set (or clear) the readiness flag.
-    Publish(bool),
-    /// Every slot holds a ready worker: the start is over.
-    CameUp {
-        workers: usize,
-    },
-    /// A worker was replaced, for the metrics' restarts counter.
-    Restarted {
-        number: usize,
-        cause: &'static str,
-    },
-    Log(Level, String),
-    /// Every worker is gone after a stop: the supervisor exits so.
-    Exit(i32),
-}
-
-pub struct Config {
-    pub workers: usize,
-    pub graceful: Duration,
-    pub shutdown_delay: Duration,
-    pub recycle: Recycle,
-    /// `--ready-path` is served from a shared flag.
-    pub readiness: bool,
-}
+pub use contract::{Action, Config, Event, Level, Pid, Said};
 
 /// Where the supervisor's life is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +54,8 @@ enum Phase {
     Delaying {
         drain_at: Instant,
         signal: c_int,
+        /// The start was not over: a worker failing now still stops the
+        /// supervisor with its status, and the start can still complete.
         booting: bool,
     },
     /// Every worker was told `signal`; those left at `kill_at` are killed.
@@ -171,6 +84,8 @@ struct Tracked {
 }
 
 impl Tracked {
+    /// For log lines and signals: 0 before the spawn is answered, which
+    /// the shell, signalling only the pids it holds, passes over.
     fn pid(&self) -> Pid {
         self.pid.unwrap_or(0)
     }

@@ -4,8 +4,8 @@
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGTERM};
 
-use super::harness::{config, logged, logs, ms, secs, signals, Sim};
-use super::{Action, Config, Level, DRAIN_ACK};
+use super::harness::{config, logged, logs, ms, secs, signals, spawns, Sim};
+use super::{Action, Config, Event, Level, DRAIN_ACK};
 
 fn delayed() -> Config {
     Config {
@@ -139,4 +139,22 @@ fn readiness_is_set_once_all_came_up_and_cleared_only_with_none_serving() {
     // Without --ready-path there is no flag to keep.
     let mut sim = Sim::booted(config(1));
     assert!(publishes(&sim.signal(SIGTERM)).is_empty());
+}
+
+#[test]
+fn a_worker_started_in_the_turn_the_drain_begins_is_stopped_with_the_rest() {
+    let mut sim = Sim::booted(delayed());
+    sim.signal(SIGTERM);
+    // Healthy, so its restart is due at once; the delay ends at that tick.
+    sim.at(secs(4)).killed(100, SIGKILL);
+    let over = sim.at(secs(5)).tick();
+    assert_eq!(spawns(&over), [(1, false)], "restarted before the drain");
+    // The new worker's signal comes with its start's answer, first.
+    assert_eq!(signals(&over), [(102, SIGTERM), (101, SIGTERM)]);
+    // A start nobody asked for is drained at once.
+    let stray = sim.feed(Event::Spawned {
+        number: 1,
+        pid: 999,
+    });
+    assert_eq!(signals(&stray), [(999, SIGTERM)]);
 }
