@@ -277,8 +277,6 @@ fn poll_readable(fds: &[std::os::fd::RawFd], timeout: Duration) {
     unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
 }
 
-/// The readiness flag every worker maps; none, with a warning, where it
-/// cannot be made: each worker then answers the ready path for itself.
 /// A fresh session-ticket secret; without one (no randomness: never seen)
 /// each worker keeps keys of its own, and says so.
 fn ticket_seed() -> Option<Seed> {
@@ -291,6 +289,8 @@ fn ticket_seed() -> Option<Seed> {
     }
 }
 
+/// The readiness flag every worker maps; none, with a warning, where it
+/// cannot be made: each worker then answers the ready path for itself.
 fn share_ready_flag() -> Option<(OwnedFd, ReadyFlag)> {
     match ready_flag::create().and_then(|fd| ReadyFlag::map(&fd).map(|f| (fd, f))) {
         Ok(shared) => Some(shared),
