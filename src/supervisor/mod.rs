@@ -47,6 +47,7 @@ mod pid_file;
 pub mod recycle;
 pub mod reload;
 mod rss;
+mod state;
 mod title;
 mod wakeup;
 mod watch_filter;

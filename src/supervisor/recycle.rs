@@ -2,7 +2,7 @@
 //! `--workers-lifetime`, `--workers-max-rss`): the limits, each worker's
 //! share of them, and why a recycle happens. The recycle itself is the
 //! rolling restart's (the replacement is READY before the old worker
-//! drains), and the arbiter runs one at a time.
+//! drains), one at a time (the queue in `supervisor::state`).
 
 use std::collections::hash_map::RandomState;
 use std::fmt;

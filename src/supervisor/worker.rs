@@ -13,9 +13,9 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
-use std::time::Instant;
 
 use super::link::{self, DRAINING, MAX_REQUESTS, READY};
+use super::state::Said;
 use super::wakeup;
 use super::Relaunch;
 use crate::server::cpus;
@@ -35,22 +35,9 @@ pub struct Inherit<'a> {
 }
 
 pub struct Worker {
-    /// From 1; a replacement takes the number of the worker it replaces.
-    pub number: usize,
     child: Child,
     /// The status pipe's read end (non-blocking); `None` after end of file.
     status: Option<File>,
-    pub ready: bool,
-    pub drain_begun: bool,
-    /// It said it served its `--workers-max-requests`.
-    pub served_all: bool,
-    pub started: Instant,
-    /// When its `--workers-lifetime` is up.
-    pub recycle_at: Option<Instant>,
-    /// Its last resident memory sample (bytes), and how many in a row
-    /// were over `--workers-max-rss`.
-    pub rss: u64,
-    pub rss_strikes: u32,
 }
 
 impl Worker {
@@ -151,16 +138,8 @@ impl Worker {
         drop(status_write);
         drop(tickets_read);
         Ok(Worker {
-            number,
             child,
             status: Some(File::from(status_read)),
-            ready: false,
-            drain_begun: false,
-            served_all: false,
-            started: Instant::now(),
-            recycle_at: None,
-            rss: 0,
-            rss_strikes: 0,
         })
     }
 
@@ -173,29 +152,30 @@ impl Worker {
         self.status.as_ref().map(|f| f.as_raw_fd())
     }
 
-    /// Read what the worker wrote; true when this made it ready.
-    pub fn read_status(&mut self) -> bool {
+    /// Read what the worker wrote since the last read.
+    pub fn read_status(&mut self) -> Said {
+        let mut said = Said::default();
         let Some(status) = self.status.as_mut() else {
-            return false;
+            return said;
         };
-        let was_ready = self.ready;
         let mut bytes = [0u8; 16];
         loop {
             match status.read(&mut bytes) {
                 Ok(0) => {
                     self.status = None;
+                    said.hung_up = true;
                     break;
                 }
                 Ok(n) => {
-                    self.ready |= bytes[..n].contains(&READY);
-                    self.drain_begun |= bytes[..n].contains(&DRAINING);
-                    self.served_all |= bytes[..n].contains(&MAX_REQUESTS);
+                    said.ready |= bytes[..n].contains(&READY);
+                    said.draining |= bytes[..n].contains(&DRAINING);
+                    said.served_all |= bytes[..n].contains(&MAX_REQUESTS);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
-        self.ready && !was_ready
+        said
     }
 
     /// Its exit status, once it has exited (reaped here).
