@@ -299,6 +299,12 @@ fn parse_as(
             reload,
             shutdown_delay: server.shutdown_delay,
             metrics_address: server.metrics_address,
+            // Taken, so neither the workers nor the app speak for us.
+            systemd: crate::supervisor::notify::Systemd::from_vars(
+                take_var("NOTIFY_SOCKET"),
+                take_var("WATCHDOG_USEC"),
+                take_var("WATCHDOG_PID"),
+            ),
         },
         env,
     })

@@ -89,6 +89,7 @@ fn defaults() {
             reload: None,
             shutdown_delay: Duration::ZERO,
             metrics_address: None,
+            systemd: None,
         }
     );
     assert!(

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use libc::c_int;
 
+use super::notify::Notifier;
 use super::recycle::Recycle;
 use super::reload::Reload;
 use super::state::{Action, Config, Event, Level, Machine, Pid, Said};
@@ -63,6 +64,10 @@ pub struct Arbiter<'a> {
     remote: Option<crate::server::remote::Remote>,
     /// Set once the machine says the supervisor is done.
     exit: Option<i32>,
+    /// systemd's notify socket, when it started us with one.
+    systemd: Option<Notifier>,
+    /// The workers said ready, for systemd's status line.
+    workers_ready: usize,
 }
 
 impl<'a> Arbiter<'a> {
@@ -99,6 +104,12 @@ impl<'a> Arbiter<'a> {
             recycle: plan.recycle.clone(),
             remote: plan.remote.clone(),
             exit: None,
+            systemd: plan.systemd.as_ref().and_then(|systemd| {
+                Notifier::open(systemd, Instant::now())
+                    .map_err(|e| tracing::warn!("NOTIFY_SOCKET {}: {e}", systemd.socket))
+                    .ok()
+            }),
+            workers_ready: 0,
         })
     }
 
@@ -132,6 +143,9 @@ impl<'a> Arbiter<'a> {
                 }
             }
             self.feed(now, Event::Tick);
+            if let Some(systemd) = &mut self.systemd {
+                systemd.ping_due(now);
+            }
             if let Some(status) = self.exit {
                 return status;
             }
@@ -185,6 +199,25 @@ impl<'a> Arbiter<'a> {
                     );
                     if let Some(remote) = &self.remote {
                         remote.ready(url);
+                    }
+                    self.workers_ready = workers;
+                    if let Some(systemd) = &mut self.systemd {
+                        systemd.ready(&format!("{workers} worker(s) ready"));
+                    }
+                }
+                Action::Rolling(began) => {
+                    if let Some(systemd) = &mut self.systemd {
+                        if began {
+                            systemd.reloading();
+                        } else {
+                            let workers = self.workers_ready;
+                            systemd.ready(&format!("{workers} worker(s) ready"));
+                        }
+                    }
+                }
+                Action::Stopping => {
+                    if let Some(systemd) = &mut self.systemd {
+                        systemd.stopping();
                     }
                 }
                 Action::Restarted { number, cause } => {
@@ -240,9 +273,11 @@ impl<'a> Arbiter<'a> {
     /// Until a signal, a status byte (or a pipe's end), or the next deadline.
     fn sleep(&mut self) {
         let now = Instant::now();
-        let next = self
-            .machine
-            .next_due()
+        let ping = self.systemd.as_ref().and_then(Notifier::next_ping);
+        let next = [self.machine.next_due(), ping]
+            .into_iter()
+            .flatten()
+            .min()
             .map_or(IDLE, |at| at.saturating_duration_since(now))
             .min(IDLE);
         let mut fds = vec![self.wakeup.fd()];

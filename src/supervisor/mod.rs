@@ -43,6 +43,7 @@
 mod arbiter;
 mod backoff;
 pub mod link;
+pub mod notify;
 mod pid_file;
 pub mod recycle;
 pub mod reload;
@@ -79,6 +80,8 @@ pub struct Supervision {
     pub shutdown_delay: std::time::Duration,
     /// `--metrics-address`: where the supervisor serves scrapes.
     pub metrics_address: Option<String>,
+    /// systemd's notify socket and watchdog, when it started us with them.
+    pub systemd: Option<notify::Systemd>,
 }
 
 impl Supervision {
@@ -140,6 +143,8 @@ pub struct Plan {
     /// Share a connection tally with the workers ([`crate::ipc::tally`];
     /// the `M0_ACCEPT_BALANCE=0` knob turns it off, the negative arm).
     pub balance: bool,
+    /// systemd's notify socket and watchdog ([`notify`]).
+    pub systemd: Option<notify::Systemd>,
 }
 
 impl Plan {
@@ -162,6 +167,7 @@ impl Plan {
             tls: config.tls.is_some(),
             remote: options.remote.clone(),
             balance: options.tuning.accept_balance,
+            systemd: supervision.systemd.clone(),
         }
     }
 }

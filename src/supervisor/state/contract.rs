@@ -82,6 +82,11 @@ pub enum Action {
     CameUp {
         workers: usize,
     },
+    /// A rolling restart (SIGHUP, a reload) began (true) or ended (false),
+    /// done or given up.
+    Rolling(bool),
+    /// The drain began: the supervisor is on its way out.
+    Stopping,
     /// A worker was replaced, for the metrics' restarts counter.
     Restarted {
         number: usize,

@@ -14,6 +14,9 @@ impl Machine {
     /// Queue every slot for a replacement (one already queued keeps its
     /// place): the rolling restart of SIGHUP and of a reload.
     pub(super) fn roll(&mut self, why: Why, now: Instant) {
+        if !self.rolling {
+            self.out.push(Action::Rolling(true));
+        }
         self.rolling = true;
         for index in 0..self.slots.len() {
             self.enqueue(index, why);
@@ -37,6 +40,7 @@ impl Machine {
             let Some(index) = self.queue.pop_front() else {
                 if self.rolling {
                     self.out.log(Level::Info, "rolling restart done".into());
+                    self.out.push(Action::Rolling(false));
                     self.rolling = false;
                 }
                 return;
@@ -100,6 +104,9 @@ impl Machine {
                 };
                 self.out
                     .log(Level::Error, format!("{what} stopped: {failed}"));
+                if self.rolling {
+                    self.out.push(Action::Rolling(false));
+                }
                 self.rolling = false;
                 let slots = &mut self.slots;
                 self.queue.retain(|&i| {

@@ -17,6 +17,7 @@ fn a_roll_replaces_one_worker_at_a_time_and_drains_the_old_once_the_new_is_ready
         "{hup:?}"
     );
     assert_eq!(spawns(&hup), [(1, true)]);
+    assert!(hup.contains(&Action::Rolling(true)), "{hup:?}");
     assert!(logs(&hup, Level::Info).contains(&"worker 1 started (pid 102)"));
     assert!(signals(&hup).is_empty());
 
@@ -26,6 +27,7 @@ fn a_roll_replaces_one_worker_at_a_time_and_drains_the_old_once_the_new_is_ready
         ["SIGHUP: a rolling restart is already under way"]
     );
     assert!(spawns(&again).is_empty());
+    assert!(!again.contains(&Action::Rolling(true)), "{again:?}");
 
     let first = sim.ready(102);
     assert_eq!(signals(&first), [(100, SIGTERM)]);
@@ -39,10 +41,12 @@ fn a_roll_replaces_one_worker_at_a_time_and_drains_the_old_once_the_new_is_ready
     ));
     assert_eq!(spawns(&first), [(2, true)]);
     assert!(!logged(&first, "rolling restart done"));
+    assert!(!first.contains(&Action::Rolling(false)));
 
     let second = sim.ready(103);
     assert_eq!(signals(&second), [(101, SIGTERM)]);
     assert!(logged(&second, "rolling restart done"));
+    assert!(second.contains(&Action::Rolling(false)), "{second:?}");
 
     let drained = sim.exit(100, 0);
     assert_eq!(
@@ -66,6 +70,7 @@ fn a_roll_whose_replacement_fails_leaves_the_old_workers_serving() {
         spawns(&failed).is_empty(),
         "the rest of the roll is dropped"
     );
+    assert!(failed.contains(&Action::Rolling(false)), "{failed:?}");
     assert_eq!(sim.m.live(), [100, 101]);
     assert!(sim.at(secs(5)).tick().is_empty());
 

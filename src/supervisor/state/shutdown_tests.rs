@@ -34,6 +34,7 @@ fn sigterm_drains_every_worker_shuts_the_listener_and_kills_stragglers() {
         ["SIGTERM: stopping the workers (graceful timeout 30s)"]
     );
     assert_eq!(signals(&term), [(100, SIGTERM), (101, SIGTERM)]);
+    assert!(term.contains(&Action::Stopping), "{term:?}");
     assert!(!term.contains(&Action::ShutListener));
     // Neither says its drain began: the listener is shut regardless.
     assert_eq!(sim.m.next_due(), Some(sim.now + DRAIN_ACK));

@@ -15,6 +15,7 @@ impl Machine {
     /// their logs say which); the listener is shut once the ready ones said
     /// their drain began, or after [`DRAIN_ACK`].
     pub(super) fn stop(&mut self, signal: c_int, now: Instant) {
+        self.out.push(Action::Stopping);
         self.phase = Phase::Stopping {
             kill_at: now + self.config.graceful + KILL_MARGIN,
             signal,
