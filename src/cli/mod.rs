@@ -21,6 +21,7 @@ mod app;
 mod config_file;
 mod files;
 mod http;
+mod log_json;
 mod log_prefix;
 mod proxy;
 mod routes;
@@ -42,6 +43,7 @@ use crate::app::spec::AppSpec;
 use crate::server::{Config, Options};
 use crate::supervisor::{Plan, Relaunch, Supervision};
 use crate::tuning::Tuning;
+pub use server::LogFormat;
 
 #[cfg(test)]
 use {
@@ -80,6 +82,7 @@ struct Args {
 pub struct Invocation {
     pub options: Options,
     pub log_level: tracing::Level,
+    pub log_format: LogFormat,
     /// The Python application named on the command line, if any.
     pub app: Option<AppSpec>,
     /// How many workers the supervisor runs, and its pid file.
@@ -130,18 +133,19 @@ pub fn role(
     let Invocation {
         mut options,
         log_level,
+        log_format,
         app,
         supervision,
         env,
     } = invocation;
     let role = match link {
         Some(link) => {
-            init_logging(log_level, Some(link.number));
+            init_logging(log_level, log_format, Some(link.number));
             link.enter(&mut options);
             Role::Worker(options, env)
         }
         None => {
-            init_logging(log_level, None);
+            init_logging(log_level, log_format, None);
             let relaunch = relaunch().map_err(|e| {
                 eprintln!("m0serve: error: {e}");
                 1
@@ -291,6 +295,7 @@ fn parse_as(
     Ok(Invocation {
         options: Options::new(config, tuning),
         log_level: server.log_level.into(),
+        log_format: server.log_format,
         app,
         supervision: Supervision {
             workers: workers.workers,
@@ -354,20 +359,28 @@ fn clap_error(e: clap::Error) -> CliError {
     CliError::Usage(first.strip_prefix("error: ").unwrap_or(first).to_string())
 }
 
-/// Log to stderr at `level`, or as `RUST_LOG` says when it is set. Colours
-/// only on a terminal, so log files stay free of escape codes. A worker's
-/// lines begin with `worker=N` (its supervisor and siblings share the
-/// stream). A second call (tests, embedding) leaves the first subscriber in place.
-pub fn init_logging(level: tracing::Level, worker: Option<usize>) {
+/// Log to stderr at `level`, or as `RUST_LOG` says when it is set, in
+/// `format`. Colours only on a terminal, so log files stay free of escape
+/// codes. A worker's lines say `worker=N` (its supervisor and siblings share
+/// the stream). A second call (tests, embedding) leaves the first subscriber
+/// in place.
+pub fn init_logging(level: tracing::Level, format: LogFormat, worker: Option<usize>) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(level.as_str()));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(filter)
-        .event_format(log_prefix::Prefixed::new(worker))
-        .try_init();
+        .with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .event_format(log_prefix::Prefixed::new(worker))
+            .try_init(),
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .event_format(log_json::JsonLines { worker })
+            .try_init(),
+    };
 }

@@ -69,6 +69,10 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
     pub(super) log_level: LogLevel,
 
+    /// The server's log lines: text, or json (one object a line: time, level, logger, worker, message; an access line keeps the fields --access-log-format json gives it).
+    #[arg(long, env = "M0SERVE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub(super) log_format: LogFormat,
+
     /// Serve Prometheus metrics of every worker on this HOST:PORT (its own listener, answered by the supervisor) [default: off].
     #[arg(long, env = "M0SERVE_METRICS_ADDRESS", value_name = "HOST:PORT", value_parser = parse_metrics_address)]
     pub(super) metrics_address: Option<String>,
@@ -88,6 +92,14 @@ enum BackendArg {
     Auto,
     Uring,
     Portable,
+}
+
+/// How the server's log lines are written.
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

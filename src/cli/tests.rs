@@ -74,11 +74,17 @@ fn defaults() {
     let Invocation {
         options,
         log_level,
+        log_format,
         app,
         supervision,
         env,
     } = ok(&[]);
     assert!(env.is_empty());
+    assert_eq!(log_format, super::LogFormat::Text);
+    assert_eq!(
+        ok(&["--log-format=json"]).log_format,
+        super::LogFormat::Json
+    );
     assert!(app.is_none());
     assert_eq!(
         supervision,

@@ -60,13 +60,14 @@ impl Server {
         let Invocation {
             options,
             log_level,
+            log_format,
             app,
             env,
             ..
         } = invocation;
         super::set_env(py, &env)?;
         let spec = app.expect("parse_for_object gives the object's spec");
-        cli::init_logging(log_level, None);
+        cli::init_logging(log_level, log_format, None);
         let object = match load::called(py, &spec, object.bind(py).clone()) {
             Ok(object) => object,
             Err(LoadError::Bad(message)) => return Err(PyValueError::new_err(message)),

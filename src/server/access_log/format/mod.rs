@@ -339,7 +339,7 @@ fn render_atom(atom: &Atom, rec: &Record<'_>, out: &mut String) {
 }
 
 /// A JSON string: RFC 8259's escapes; bytes that are not UTF-8 become U+FFFD.
-fn json_string(bytes: &[u8], out: &mut String) {
+pub fn json_string(bytes: &[u8], out: &mut String) {
     out.push('"');
     for c in String::from_utf8_lossy(bytes).chars() {
         match c {
