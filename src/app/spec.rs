@@ -89,6 +89,9 @@ pub struct AppSpec {
     pub event_loop: EventLoop,
     /// ASGI: the lifespan protocol.
     pub lifespan: Lifespan,
+    /// Python's logging configured from this file before the import
+    /// (`--log-config`: dictConfig from JSON or YAML, fileConfig from INI).
+    pub log_config: Option<PathBuf>,
 }
 
 /// Requests queued per pool thread when `--backpressure` is not given: deep

@@ -69,6 +69,10 @@ pub(super) struct AppArgs {
         default_value = ""
     )]
     root_path: String,
+
+    /// Configure Python's logging from this file in each worker before APP is imported: dictConfig from .json or .yaml/.yml (PyYAML), fileConfig from any other (.ini); configuring the m0serve.error and m0serve.access loggers hands them the server's lines.
+    #[arg(long, env = "M0SERVE_LOG_CONFIG", value_name = "FILE")]
+    log_config: Option<PathBuf>,
 }
 
 impl AppArgs {
@@ -123,6 +127,7 @@ impl AppArgs {
             interface: self.interface,
             event_loop: self.event_loop,
             lifespan: self.lifespan,
+            log_config: self.log_config,
         })
     }
 }

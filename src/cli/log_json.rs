@@ -22,9 +22,18 @@ pub(super) struct JsonLines {
 
 /// The event's message and its other fields, JSON-encoded as they come.
 #[derive(Default)]
-struct Fields {
+pub(super) struct Fields {
     message: String,
     rest: String,
+    /// The other fields as text, ` name=value` each.
+    plain: String,
+}
+
+impl Fields {
+    /// The message and its fields as one line of text.
+    pub(super) fn text(self) -> String {
+        self.message + &self.plain
+    }
 }
 
 impl Visit for Fields {
@@ -32,6 +41,7 @@ impl Visit for Fields {
         if field.name() == "message" {
             self.message.push_str(value);
         } else {
+            let _ = write!(self.plain, " {}={value}", field.name());
             self.rest.push(',');
             json_string(field.name().as_bytes(), &mut self.rest);
             self.rest.push(':');

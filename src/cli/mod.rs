@@ -21,6 +21,7 @@ mod app;
 mod config_file;
 mod files;
 mod http;
+mod log_bridge;
 mod log_json;
 mod log_prefix;
 mod proxy;
@@ -43,6 +44,7 @@ use crate::app::spec::AppSpec;
 use crate::server::{Config, Options};
 use crate::supervisor::{Plan, Relaunch, Supervision};
 use crate::tuning::Tuning;
+pub use log_bridge::{open as bridge_logs, Line as BridgedLine};
 pub use server::LogFormat;
 
 #[cfg(test)]
@@ -365,22 +367,32 @@ fn clap_error(e: clap::Error) -> CliError {
 /// the stream). A second call (tests, embedding) leaves the first subscriber
 /// in place.
 pub fn init_logging(level: tracing::Level, format: LogFormat, worker: Option<usize>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(level.as_str()));
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    let _ = match format {
-        LogFormat::Text => builder
+    // A logger Python's logging took over is written by its handlers.
+    let to_stderr = tracing_subscriber::filter::filter_fn(|meta| !log_bridge::takes(meta.target()));
+    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let stderr = match format {
+        LogFormat::Text => stderr
             .with_ansi(std::io::stderr().is_terminal())
             .event_format(log_prefix::Prefixed::new(worker))
-            .try_init(),
-        LogFormat::Json => builder
+            .with_filter(to_stderr)
+            .boxed(),
+        LogFormat::Json => stderr
             .with_ansi(false)
             .event_format(log_json::JsonLines { worker })
-            .try_init(),
+            .with_filter(to_stderr)
+            .boxed(),
     };
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr)
+        .with(log_bridge::Bridge)
+        .try_init();
 }

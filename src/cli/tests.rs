@@ -625,6 +625,7 @@ fn app_defaults() {
             interface: Interface::Auto,
             event_loop: EventLoop::Auto,
             lifespan: Lifespan::Auto,
+            log_config: None,
         }
     );
 }

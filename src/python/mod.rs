@@ -7,6 +7,7 @@
 mod api;
 mod interface;
 mod load;
+mod log_bridge;
 
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -82,6 +83,12 @@ fn run(py: Python<'_>, argv: &[OsString], invocation: Invocation) -> PyResult<i3
             (options, spec.expect("checked above"))
         }
     };
+    if let Some(path) = &spec.log_config {
+        if let Err(e) = log_bridge::configure(py, path) {
+            eprintln!("m0serve: error: --log-config {}: {e}", path.display());
+            return Ok(USAGE);
+        }
+    }
     let object = match load::load(py, &spec) {
         Ok(object) => object,
         Err(e) => {

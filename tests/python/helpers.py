@@ -156,7 +156,7 @@ def worker_pids(server: "Server") -> List[int]:
 
 
 def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS,
-                 graceful: str = "5") -> Server:
+                 graceful: str = "5", listening: str = LISTENING) -> Server:
     """m0serve on `backend`, a free port, one core, `--health-path /healthz`,
     `--graceful-timeout graceful`, `--app-dir app_dir` (None: the default,
     the current directory), then `flags` and `app`."""
@@ -172,7 +172,7 @@ def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=No
     argv += list(flags)
     if app is not None:
         argv.append(app)
-    return Server(argv, cwd, child_env(env))
+    return Server(argv, cwd, child_env(env), listening=listening)
 
 
 def stop_cleanly(server: Server) -> None:
