@@ -1,7 +1,16 @@
-//! An HTTP/1.1 connection as a backend [`Session`]: the sans-IO protocol
-//! ([`ServerConn`]) glued to the routes and the application, with the read
-//! timeouts and an output queue that keeps pipelined answers (file bodies
-//! included) in order.
+//! A client connection as a backend [`Session`]: the sans-IO protocol
+//! ([`ServerConn`]) glued to the routes and the application, one concern a
+//! file, as hyper's `proto/h1` is:
+//!
+//! - `mode`: which protocol the connection speaks now; `http1` serves
+//!   requests (a route's answer, or the 404, written there), `websocket`
+//!   takes over once the app accepts an upgrade;
+//! - `dispatch`: a request no Rust-native route answers goes to the
+//!   [`App`] as an `app_call`, and its answer's events come back;
+//! - `output`: the queue that keeps pipelined answers (file bodies
+//!   included) in order;
+//! - `deadlines`: the read and send clocks;
+//! - `meter`: what the connection counts for the metrics.
 //!
 //! Slow clients are bounded both ways. A body whose next bytes take longer
 //! than the body read timeout gets a 408 and a close (streamed or buffered,
@@ -12,16 +21,16 @@
 //! [`Exchange::wait_room`](crate::app::Exchange::wait_room) wakes to a failed
 //! write. The clock is since the last progress, not the whole answer, so a
 //! slow but steady download is never cut.
-//!
-//! A request no Rust-native route answers goes to the [`App`] (404 when there
-//! is none); [`dispatch`] carries it there and its answer back. A WebSocket
-//! the app accepts turns the session over to [`websocket`] for the rest of
-//! the connection.
 
+mod app_call;
+mod deadlines;
 mod dispatch;
+mod http1;
 mod meter;
 #[cfg(test)]
 mod meter_tests;
+mod mode;
+mod output;
 #[cfg(test)]
 mod slow_client_tests;
 #[cfg(test)]
@@ -30,33 +39,24 @@ mod websocket;
 #[cfg(test)]
 mod ws_tests;
 
-use std::collections::VecDeque;
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::app::piece::WHOLE_PIECE;
 use crate::app::{App, BufferConfig, ResponseEvent, ServerAddr};
 use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
-use crate::http::proxy_protocol::Preamble;
-use crate::http::{Defaults, Event, Framing, HttpError, Limits, RequestHead, ServerConn};
+use crate::http::{Defaults, Limits, RequestHead, ServerConn};
 use crate::metrics::counters::{Cause, Shard};
-use crate::reply::{Body, Reply};
+use crate::reply::Reply;
 use crate::routes::Router;
 use crate::tls::{Secured, TlsInfo};
 
 use super::access_log;
-use dispatch::AppCall;
+use app_call::AppCall;
 use meter::Meter;
-use websocket::WsSession;
-
-/// Queued output past which a connection stops reading (and parsing pipelined
-/// requests) until the client has taken some: a client that pipelines without
-/// reading cannot make the server buffer without bound.
-const OUTPUT_HIGH_WATER: usize = 1 << 20;
+use mode::Mode;
+use output::OutputQueue;
 
 /// How long a drain waits for the first request of a connection accepted
 /// just before it (then the connection closes as an idle one would).
@@ -189,12 +189,11 @@ impl Service for HttpService {
             log: access_log::Backlog::default(),
             body_clock: None,
             send_since: None,
-            queue: VecDeque::new(),
+            output: OutputQueue::default(),
             pending: None,
             app: None,
             events: Vec::new(),
-            ws: None,
-            queued: 0,
+            mode: Mode::Http1,
             closed: false,
             given_up: false,
             eof: false,
@@ -205,24 +204,6 @@ impl Service for HttpService {
             shared: self.shared.clone(),
         }
     }
-}
-
-/// A piece of queued output.
-enum Chunk {
-    /// Bytes written here (heads, framing, small bodies, replies, WebSocket
-    /// frames), gathered while the last one is short.
-    Bytes { buf: Vec<u8>, pos: usize },
-    /// A body piece of [`WHOLE_PIECE`] or more, queued as it came (the
-    /// application's own bytes, [`crate::app::piece`]), never grown.
-    Piece { buf: Bytes, pos: usize },
-    /// A piece whose buffer is lent to the backend for a write in flight (a
-    /// `Piece`, or `Bytes` of [`WHOLE_PIECE`] or more, which comes back a `Piece`).
-    Lent { pos: usize },
-    File {
-        file: File,
-        offset: u64,
-        remaining: u64,
-    },
 }
 
 pub struct HttpSession {
@@ -242,7 +223,7 @@ pub struct HttpSession {
     body_clock: Option<Instant>,
     /// While output is queued: since when the client took none of it.
     send_since: Option<Instant>,
-    queue: VecDeque<Chunk>,
+    output: OutputQueue,
     /// A route's answer, sent once the request's body is read.
     pending: Option<(RequestHead, Reply)>,
     /// The request the application is answering.
@@ -252,10 +233,8 @@ pub struct HttpSession {
     /// keep-alive connection's answers allocate none (and free none on the
     /// core that the app thread allocated).
     events: Vec<ResponseEvent>,
-    /// The WebSocket the application accepted: the connection is no longer HTTP.
-    ws: Option<WsSession>,
-    /// Bytes queued (file bodies counted too).
-    queued: u64,
+    /// The protocol the connection speaks now.
+    mode: Mode,
     /// Closed by a timeout or a failed answer: done regardless of the protocol's state.
     closed: bool,
     /// Closed because the client took nothing (see `give_up_on_client`).
@@ -282,182 +261,12 @@ impl Secured for HttpSession {
 }
 
 impl HttpSession {
-    /// Serve every complete request the protocol has buffered, as far as the
-    /// output queue and the application's body buffer allow.
+    /// Serve what the client sent, as far as the output queue and the
+    /// application's buffers allow.
     fn pump(&mut self, now: Instant) {
-        if self.ws.is_some() {
-            return self.ws_pump(now);
-        }
-        let mut out = Vec::new();
-        while self.queued < OUTPUT_HIGH_WATER as u64
-            && self.app.as_ref().is_none_or(AppCall::takes_input)
-        {
-            match self.conn.next_event() {
-                None => break,
-                Some(Event::Preamble(preamble)) => {
-                    if let Preamble::Proxied(client) = preamble {
-                        self.peer = Peer::Tcp(client);
-                    }
-                }
-                Some(Event::Head(head)) => {
-                    // Not set when the whole head came in this read.
-                    let start = self.head_started.take().unwrap_or(now);
-                    self.request_started = start;
-                    if let Some(meter) = &mut self.meter {
-                        meter.head(&head.method, start);
-                    }
-                    self.on_head(head, &mut out);
-                }
-                Some(Event::Data(data)) => self.app_body(data, &mut out),
-                Some(Event::End) => {
-                    if let Some((head, reply)) = self.pending.take() {
-                        self.respond(&head, reply, &mut out);
-                    } else if self.app.is_some() {
-                        self.app_body_end(&mut out);
-                    }
-                }
-                Some(Event::Error(err)) => {
-                    self.head_started = None;
-                    self.meter_cause(Cause::BadRequest);
-                    self.pending = None;
-                    if let Some(call) = self.app.take() {
-                        call.abandon();
-                    }
-                    self.conn.write_error(&err, &mut out);
-                    break;
-                }
-            }
-        }
-        self.push_bytes(out);
-        self.meter_answers(now);
-        if self.ws.is_some() {
-            // Accepted while serving the head: the rest is WebSocket input.
-            return self.ws_pump(now);
-        }
-        self.rearm(now);
-    }
-
-    /// A request head: a route answers it, else the application, else 404.
-    ///
-    /// A route (or the 404) answers from the head alone, but only once the
-    /// body has been read (and dropped): a body that turns out malformed then
-    /// gets its 400 rather than a success followed by a silent close. Under
-    /// `Expect: 100-continue` the answer goes at once and the client never
-    /// sends the body.
-    fn on_head(&mut self, head: RequestHead, out: &mut Vec<u8>) {
-        super::request_budget::count();
-        let reply = match (self.shared.router.route(&head), &self.shared.app) {
-            (Some(reply), _) => reply,
-            (None, Some(app)) => match self.ws_handshake(app.as_ref(), &head) {
-                Ok(upgrade) => return self.start_app(app.clone(), head, upgrade, out),
-                Err(refusal) => refusal,
-            },
-            (None, None) => Reply::text(404, "Not Found"),
-        };
-        if head.expect_continue {
-            self.respond(&head, reply, out);
-        } else {
-            self.pending = Some((head, reply));
-        }
-    }
-
-    /// Write `reply` as the answer to `head`.
-    fn respond(&mut self, head: &RequestHead, reply: Reply, out: &mut Vec<u8>) {
-        let Reply {
-            status,
-            headers,
-            body,
-        } = reply;
-        let len = body.len().to_string();
-        let mut list: Vec<(&str, &[u8])> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_bytes()))
-            .collect();
-        let has_length = headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("content-length"));
-        if !has_length && !matches!(status, 100..=199 | 204 | 304) {
-            list.push(("Content-Length", len.as_bytes()));
-        }
-        let framing = self.conn.start_response(status, &list, out);
-        let sent = match (framing, body) {
-            (Framing::NoBody, _) | (_, Body::Empty) => 0,
-            (_, Body::Bytes(bytes)) => {
-                self.conn.write_body(&bytes, out);
-                bytes.len() as u64
-            }
-            (_, Body::File { file, offset, len }) => self.queue_file(file, offset, len, out),
-        };
-        self.conn.finish_response(out);
-        if let Some(format) = &self.shared.access_log {
-            let headers = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
-            let answer = access_log::Answered {
-                head: Arc::new(head.clone()),
-                status,
-                bytes: sent,
-                response_headers: access_log::kept_headers(format, headers),
-                started: self.request_started,
-                peer: None,
-            };
-            let queued = self.queued + out.len() as u64;
-            self.log
-                .push(queued, answer, Instant::now(), &self.peer, format);
-        }
-    }
-
-    /// Queue `len` bytes of `file` from `offset` as body of the response
-    /// being written, after what `out` holds (framed for the response's
-    /// framing). Returns how many body bytes were queued.
-    fn queue_file(&mut self, file: File, offset: u64, len: u64, out: &mut Vec<u8>) -> u64 {
-        self.queue_whole(len, out, |len| Chunk::File {
-            file,
-            offset,
-            remaining: len,
-        })
-    }
-
-    /// Queue a body piece of [`WHOLE_PIECE`] or more as it is, after what
-    /// `out` holds (framed, and cut to a declared length). Returns how many
-    /// of its bytes were queued.
-    fn queue_piece(&mut self, mut piece: Bytes, out: &mut Vec<u8>) -> u64 {
-        self.queue_whole(piece.len() as u64, out, |len| {
-            piece.truncate(len as usize);
-            Chunk::Piece { buf: piece, pos: 0 }
-        })
-    }
-
-    /// Frame `len` body bytes that are queued as their own chunk, not
-    /// written into `out`: what `out` holds goes first, the frame's tail
-    /// (a chunk's CRLF) is left in `out` after them.
-    fn queue_whole(
-        &mut self,
-        len: u64,
-        out: &mut Vec<u8>,
-        chunk: impl FnOnce(u64) -> Chunk,
-    ) -> u64 {
-        let (len, tail) = self.conn.external_body(len, out);
-        if len > 0 {
-            self.push_bytes(std::mem::take(out));
-            self.queued += len;
-            self.queue.push_back(chunk(len));
-        }
-        out.extend_from_slice(tail);
-        len
-    }
-
-    /// Queue `bytes`, gathered into the last chunk while that is short (one
-    /// write for a small answer; a lent chunk, or one of [`WHOLE_PIECE`] or
-    /// more, is never grown).
-    fn push_bytes(&mut self, bytes: Vec<u8>) {
-        if bytes.is_empty() {
-            return;
-        }
-        self.queued += bytes.len() as u64;
-        match self.queue.back_mut() {
-            Some(Chunk::Bytes { buf, .. }) if buf.len() < WHOLE_PIECE => {
-                buf.extend_from_slice(&bytes)
-            }
-            _ => self.queue.push_back(Chunk::Bytes { buf: bytes, pos: 0 }),
+        match self.mode {
+            Mode::Http1 => self.http_pump(now),
+            Mode::WebSocket(_) => self.ws_pump(now),
         }
     }
 
@@ -465,7 +274,7 @@ impl HttpSession {
     /// bytes are queued by now).
     fn meter_answers(&mut self, now: Instant) {
         if let Some(meter) = &mut self.meter {
-            meter.answers(&mut self.conn, self.queued, now);
+            meter.answers(&mut self.conn, self.output.queued(), now);
         }
     }
 
@@ -477,57 +286,7 @@ impl HttpSession {
 
     /// Nothing queued, no app call, and the protocol between requests.
     fn between_requests(&self) -> bool {
-        self.queue.is_empty() && self.app.is_none() && self.conn.is_idle()
-    }
-
-    /// Set the read deadline that fits the state: the head's timeout while a
-    /// head is arriving, the body's while a body is wanted, the keep-alive
-    /// timeout while idle, none otherwise.
-    fn rearm(&mut self, now: Instant) {
-        if self.closed {
-            return;
-        }
-        if self.wants_body() {
-            self.body_clock.get_or_insert(now);
-        } else {
-            self.body_clock = None;
-        }
-        self.deadline = if let Some(start) = self.head_started {
-            Some(start + self.shared.header_read_timeout)
-        } else if let Some(since) = self.body_clock {
-            Some(since + self.shared.body_read_timeout)
-        } else if self.between_requests() {
-            Some(now + self.shared.keep_alive_timeout)
-        } else {
-            None
-        };
-    }
-
-    /// A request body is being read and the session reads it now (not held
-    /// back by the app or the output). The protocol reads a head, a body,
-    /// or nothing; of a head, either none of it is here (idle) or part is.
-    /// A client waiting for `100 Continue` the app has not asked for yet is
-    /// not late.
-    fn wants_body(&self) -> bool {
-        self.ws.is_none()
-            && self.app.as_ref().is_none_or(|call| !call.continue_owed)
-            && self.wants_read()
-            && !self.conn.is_idle()
-            && !self.conn.has_partial_head()
-    }
-
-    /// Start or stop the send clock as output is queued or drained.
-    fn arm_send(&mut self, now: Instant) {
-        if self.queue.is_empty() {
-            self.send_since = None;
-        } else {
-            self.send_since.get_or_insert(now);
-        }
-    }
-
-    fn send_deadline(&self) -> Option<Instant> {
-        self.send_since
-            .map(|since| since + self.shared.send_timeout)
+        self.output.is_empty() && self.app.is_none() && self.conn.is_idle()
     }
 
     /// [`close_now`](Self::close_now) a client that stopped taking what is
@@ -544,14 +303,17 @@ impl HttpSession {
         self.deadline = None;
         self.body_clock = None;
         self.send_since = None;
-        self.queue.clear();
-        self.queued = 0;
+        self.output.clear();
+        self.end_app();
+    }
+
+    /// An app still answering, or holding a WebSocket, is told the
+    /// connection is gone.
+    fn end_app(&mut self) {
         if let Some(call) = self.app.take() {
             call.abandon();
         }
-        if let Some(ws) = self.ws.take() {
-            ws.end();
-        }
+        self.mode.end();
     }
 }
 
@@ -560,31 +322,18 @@ impl Session for HttpSession {
         if let Some(meter) = &self.meter {
             meter.read(data.len());
         }
-        if self.ws.is_some() {
-            return self.ws_read(data, now);
+        match self.mode {
+            Mode::Http1 => self.http_read(data, now),
+            Mode::WebSocket(_) => self.ws_read(data, now),
         }
-        if self.body_clock.is_some() {
-            self.body_clock = Some(now); // the body's bytes are coming
-        }
-        self.conn.recv(data);
-        self.pump(now);
-        // After the pump: one read may complete a head and bring part of the next.
-        if self.head_started.is_none() && self.conn.has_partial_head() {
-            self.head_started = Some(now);
-            self.rearm(now);
-        }
-        self.arm_send(now);
     }
 
     fn on_eof(&mut self, now: Instant) {
         self.eof = true;
-        if self.ws.is_some() {
-            return self.ws_eof();
+        match self.mode {
+            Mode::Http1 => self.http_eof(now),
+            Mode::WebSocket(_) => self.ws_eof(),
         }
-        self.conn.recv_eof();
-        self.pump(now);
-        self.on_hangup(now);
-        self.arm_send(now);
     }
 
     /// The client ended its side: an app still answering hears it has gone
@@ -596,48 +345,21 @@ impl Session for HttpSession {
     }
 
     fn output(&mut self) -> Output<'_> {
-        match self.queue.front() {
-            // The lent buffer's write is in flight: nothing more meanwhile.
-            None | Some(Chunk::Lent { .. }) => Output::None,
-            Some(Chunk::Bytes { buf, pos }) => Output::Bytes(&buf[*pos..]),
-            Some(Chunk::Piece { buf, pos }) => Output::Bytes(&buf[*pos..]),
-            Some(Chunk::File {
-                file,
-                offset,
-                remaining,
-            }) => Output::File {
-                fd: file.as_raw_fd(),
-                offset: *offset,
-                len: (*remaining).min(1 << 30) as usize,
-            },
-        }
+        self.output.next()
     }
 
     fn lend_output(&mut self) -> Option<(Bytes, usize)> {
-        // The rest of one too: a partial send leaves it lent as it was.
-        let (buf, pos) = match self.queue.front_mut() {
-            Some(Chunk::Piece { buf, pos }) => (std::mem::take(buf), *pos),
-            // Written here but as big (a WebSocket frame, a reply, gathered
-            // output): lent the same way, the Vec handed over, not copied.
-            Some(Chunk::Bytes { buf, pos }) if buf.len() >= WHOLE_PIECE => {
-                (Bytes::from(std::mem::take(buf)), *pos)
-            }
-            _ => return None,
-        };
-        self.queue[0] = Chunk::Lent { pos };
-        Some((buf, pos))
+        self.output.lend()
     }
 
     fn on_sent_lent(&mut self, buf: Bytes, n: usize, now: Instant) {
         // Not lent any more only if `close_now` dropped the queue meanwhile.
-        if let Some(&Chunk::Lent { pos }) = self.queue.front() {
-            self.queue[0] = Chunk::Piece { buf, pos };
+        if self.output.give_back(buf) {
             self.on_sent(n, now);
         }
     }
 
     fn on_sent(&mut self, n: usize, now: Instant) {
-        self.queued -= n as u64;
         if let Some(meter) = &mut self.meter {
             meter.sent(n, now);
         }
@@ -650,31 +372,11 @@ impl Session for HttpSession {
         if let Some(call) = &self.app {
             call.written(n);
         }
-        if let Some(ws) = &self.ws {
+        if let Mode::WebSocket(ws) = &self.mode {
             ws.written(n);
         }
-        let finished = match self.queue.front_mut() {
-            None | Some(Chunk::Lent { .. }) => false,
-            Some(Chunk::Bytes { buf, pos }) => {
-                *pos += n;
-                *pos >= buf.len()
-            }
-            Some(Chunk::Piece { buf, pos }) => {
-                *pos += n;
-                *pos >= buf.len()
-            }
-            Some(Chunk::File {
-                offset, remaining, ..
-            }) => {
-                *offset += n as u64;
-                *remaining -= n as u64;
-                *remaining == 0
-            }
-        };
-        if finished {
-            self.queue.pop_front();
-        }
-        if self.queue.is_empty() {
+        self.output.sent(n);
+        if self.output.is_empty() {
             // Pipelined requests held back by the high-water mark, and the keep-alive clock.
             self.pump(now);
         }
@@ -684,10 +386,10 @@ impl Session for HttpSession {
     fn wants_read(&self) -> bool {
         !self.closed
             && !self.eof
-            && self.queued < OUTPUT_HIGH_WATER as u64
-            && match &self.ws {
-                Some(ws) => ws.takes_input(),
-                None => {
+            && !self.output.full()
+            && match &self.mode {
+                Mode::WebSocket(ws) => ws.takes_input(),
+                Mode::Http1 => {
                     self.app.as_ref().is_none_or(AppCall::takes_input) && self.conn.wants_read()
                 }
             }
@@ -698,9 +400,9 @@ impl Session for HttpSession {
     }
 
     fn done(&self) -> bool {
-        let finished = match &self.ws {
-            Some(ws) => ws.done(),
-            None => self.conn.must_close(),
+        let finished = match &self.mode {
+            Mode::WebSocket(ws) => ws.done(),
+            Mode::Http1 => self.conn.must_close(),
         };
         self.closed || finished || (self.shutting && self.idle())
     }
@@ -717,39 +419,11 @@ impl Session for HttpSession {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);
             self.give_up_on_client();
-        } else if self.ws.is_some() && self.deadline.is_some_and(|d| d <= now) {
-            self.ws_deadline(now);
         } else if self.deadline.is_some_and(|d| d <= now) {
-            // A body still owed to a route or an app: the client is told why
-            // (if no answer has started), then the connection closes. One
-            // read only to be dropped after a complete answer just closes.
-            let owed = self.app.is_some() || self.pending.is_some();
-            if self.body_clock.is_some() && self.head_started.is_none() && owed {
-                let mut out = Vec::new();
-                if let Some(call) = self.app.take() {
-                    call.abandon();
-                }
-                self.pending = None;
-                self.conn.write_error(&HttpError::RequestTimeout, &mut out);
-                self.push_bytes(out);
-                self.meter_cause(Cause::BodyTimeout);
-                self.meter_answers(now);
-                self.closed = true;
-                self.deadline = None;
-                self.body_clock = None;
-                self.arm_send(now);
-                return;
+            match self.mode {
+                Mode::Http1 => self.read_timed_out(now),
+                Mode::WebSocket(_) => self.ws_deadline(now),
             }
-            // A slow head or an idle keep-alive: close without an answer, as
-            // clients expect of an idle close, and drop what was queued.
-            self.meter_cause(if self.shutting {
-                Cause::Shutdown
-            } else if self.between_requests() && !self.conn.is_fresh() {
-                Cause::KeepAliveTimeout
-            } else {
-                Cause::HeaderTimeout
-            });
-            self.close_now();
         }
     }
 
@@ -767,7 +441,7 @@ impl Session for HttpSession {
             let grace = Instant::now() + FRESH_GRACE;
             self.deadline = Some(self.deadline.map_or(grace, |d| d.min(grace)));
         }
-        if self.ws.is_some() {
+        if let Mode::WebSocket(_) = self.mode {
             self.ws_shutdown(Instant::now());
         }
     }
@@ -779,18 +453,19 @@ impl Session for HttpSession {
         if self.closed {
             return Linger::No;
         }
-        match &self.ws {
-            Some(ws) => ws.linger(),
-            None if self.conn.peer_may_send() => Linger::Yes,
-            None => Linger::IfUnread,
+        match &self.mode {
+            Mode::WebSocket(ws) => ws.linger(),
+            Mode::Http1 if self.conn.peer_may_send() => Linger::Yes,
+            Mode::Http1 => Linger::IfUnread,
         }
     }
 
     fn on_notify(&mut self, now: Instant) {
         let mut out = Vec::new();
+        // The app's call, then the WebSocket it may have just accepted.
         self.app_progress(&mut out);
         self.ws_progress(&mut out);
-        self.push_bytes(out);
+        self.output.push_bytes(out);
         self.meter_answers(now);
         // Body room came back, or the answer ended: read on.
         self.pump(now);
@@ -821,11 +496,6 @@ impl Drop for HttpSession {
         if let Some(format) = self.shared.access_log.as_deref() {
             self.log.flush(Instant::now(), &self.peer, format);
         }
-        if let Some(call) = self.app.take() {
-            call.abandon();
-        }
-        if let Some(ws) = self.ws.take() {
-            ws.end();
-        }
+        self.end_app();
     }
 }

@@ -25,43 +25,13 @@
 use std::sync::Arc;
 
 use crate::app::{App, AppRequest, BodyBuffer, Exchange, Fields, RequestKind, ResponseEvent};
-use crate::backend::Peer;
 use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
 
+use super::app_call::AppCall;
 use super::{access_log, HttpSession};
 use crate::app::piece::WHOLE_PIECE;
-
-/// The request the application is answering.
-pub(super) struct AppCall {
-    app: Arc<dyn App>,
-    exchange: Arc<Exchange>,
-    /// For the access log (shared with the app's request).
-    head: Arc<RequestHead>,
-    /// The client as the app is told (a trusted proxy's, under
-    /// `--proxy-headers`), for the access log, as uvicorn logs it.
-    peer: Peer,
-    /// Handed to the app not yet: an inline app is called once the body is
-    /// complete, and a full app hands a call back.
-    request: Option<AppRequest>,
-    body_complete: bool,
-    /// The body is read in full before the call (an app with blocking reads,
-    /// buffering on); `buffer` holds it until it is complete.
-    buffered: bool,
-    buffer: Option<BodyBuffer>,
-    /// The client waits for a `100 Continue` the app has not asked for yet.
-    pub(super) continue_owed: bool,
-    /// The status of the answer, once started.
-    status: Option<u16>,
-    /// Body bytes of the answer (for the access log).
-    sent: u64,
-    /// For the access log: when the head began, and the response headers it shows.
-    started: std::time::Instant,
-    logged_headers: Fields,
-    /// A WebSocket request's handshake, until the app accepts or denies it.
-    upgrade: Option<Upgrade>,
-}
 
 /// Where an answer stands after one of its events.
 enum Step {
@@ -73,66 +43,6 @@ enum Step {
     Upgraded {
         deflate: bool,
     },
-}
-
-impl AppCall {
-    /// Whether the connection may read more of this request: not while the
-    /// app refuses the call or has enough of the body buffered.
-    pub(super) fn takes_input(&self) -> bool {
-        if self.app.inline() || (self.buffered && !self.body_complete) {
-            return true; // the core itself is to read the whole body first
-        }
-        self.request.is_none() && self.exchange.body_room()
-    }
-
-    /// Body bytes from the client; an error if the buffer's file failed.
-    pub(super) fn push_body(&mut self, data: Vec<u8>) -> std::io::Result<()> {
-        match &mut self.buffer {
-            Some(buffer) => buffer.push(data),
-            None => {
-                // A false answer is seen by `takes_input`: the pump stops there.
-                self.exchange.push_body(data);
-                Ok(())
-            }
-        }
-    }
-
-    /// `n` bytes of output were written (some of them perhaps a previous
-    /// answer's: the credit only needs to be roughly right).
-    pub(super) fn written(&self, n: usize) {
-        self.exchange.written(n);
-    }
-
-    /// The client ended its sending side: the app may take it as gone.
-    pub(super) fn hang_up(&self) {
-        self.exchange.hang_up();
-    }
-
-    /// The call ends unanswered (the connection closed or failed): the app's
-    /// reads end and its sends fail.
-    pub(super) fn abandon(self) {
-        self.exchange.close();
-    }
-
-    /// Whether the call is due and still to be made.
-    fn due(&self) -> bool {
-        let whole_body = self.app.inline() || self.buffered;
-        self.request.is_some() && (!whole_body || self.body_complete)
-    }
-
-    /// Hand the request to the app; false if it refused (kept for a retry).
-    fn call(&mut self) -> bool {
-        let Some(request) = self.request.take() else {
-            return true;
-        };
-        match self.app.call(request, self.exchange.clone()) {
-            Ok(()) => true,
-            Err(refused) => {
-                self.request = Some(refused.request);
-                false
-            }
-        }
-    }
 }
 
 impl HttpSession {
@@ -357,7 +267,7 @@ impl HttpSession {
                 started: call.started,
                 peer: Some(call.peer.clone()),
             };
-            let queued = self.queued + out.len() as u64;
+            let queued = self.output.queued() + out.len() as u64;
             self.log.push(
                 queued,
                 answer,

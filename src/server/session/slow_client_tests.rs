@@ -203,7 +203,7 @@ fn a_client_that_reads_nothing_for_the_send_timeout_is_closed_and_the_apps_write
     s.on_read(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
     // Let the app fill its window; the client reads nothing.
     let start = Instant::now();
-    while s.queued < RESPONSE_FILL as u64 {
+    while s.output.queued() < RESPONSE_FILL as u64 {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "the app never filled"

@@ -33,7 +33,9 @@ use crate::ws::close::{ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL};
 use crate::ws::keepalive::{Clock, Due};
 use crate::ws::{handshake, Upgrade, WsConn, WsEvent};
 
-use super::{HttpSession, OUTPUT_HIGH_WATER};
+use super::mode::Mode;
+use super::output::OUTPUT_HIGH_WATER;
+use super::HttpSession;
 
 /// How long the client has to answer our Close before the connection is dropped.
 pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -151,7 +153,7 @@ impl HttpSession {
         if let Some(meter) = &mut self.meter {
             meter.ws_opened();
         }
-        self.ws = Some(WsSession {
+        self.mode = Mode::WebSocket(WsSession {
             conn,
             exchange,
             disconnected: false,
@@ -163,7 +165,7 @@ impl HttpSession {
 
     /// Bytes read from the client.
     pub(super) fn ws_read(&mut self, data: &[u8], now: Instant) {
-        if let Some(ws) = &mut self.ws {
+        if let Mode::WebSocket(ws) = &mut self.mode {
             ws.conn.recv(data);
             ws.clock.heard(now);
         }
@@ -173,7 +175,7 @@ impl HttpSession {
     /// The client closed its side without a Close: the app is told (1006)
     /// and the connection ends.
     pub(super) fn ws_eof(&mut self) {
-        if let Some(ws) = &mut self.ws {
+        if let Mode::WebSocket(ws) = &mut self.mode {
             ws.disconnect(ABNORMAL, String::new());
         }
         self.closed = true;
@@ -184,11 +186,11 @@ impl HttpSession {
     /// close timeout, ends the connection.
     pub(super) fn ws_shutdown(&mut self, now: Instant) {
         let mut out = Vec::new();
-        if let Some(ws) = &mut self.ws {
+        if let Mode::WebSocket(ws) = &mut self.mode {
             ws.conn
                 .write_close(GOING_AWAY, "server shutting down", &mut out);
         }
-        self.push_bytes(out);
+        self.output.push_bytes(out);
         self.ws_pump(now);
     }
 
@@ -196,9 +198,9 @@ impl HttpSession {
     /// connection closes), or a keepalive step is due.
     pub(super) fn ws_deadline(&mut self, now: Instant) {
         // A Ping would queue behind output a slow reader has yet to take.
-        let listening = self.wants_read() && self.queue.is_empty();
+        let listening = self.wants_read() && self.output.is_empty();
         let keepalive = self.shared.ws_keepalive;
-        let Some(ws) = &mut self.ws else {
+        let Mode::WebSocket(ws) = &mut self.mode else {
             return;
         };
         if ws.close_deadline.is_some_and(|d| d <= now) {
@@ -226,7 +228,7 @@ impl HttpSession {
                 }
             }
         }
-        self.push_bytes(out);
+        self.output.push_bytes(out);
         self.arm_send(now);
         self.ws_pump(now);
     }
@@ -237,9 +239,9 @@ impl HttpSession {
     pub(super) fn ws_pump(&mut self, now: Instant) {
         let mut out = Vec::new();
         let keepalive = self.shared.ws_keepalive;
-        let queued = self.queued;
+        let queued = self.output.queued();
         let meter = &self.meter;
-        let Some(ws) = &mut self.ws else {
+        let Mode::WebSocket(ws) = &mut self.mode else {
             return;
         };
         while queued + (out.len() as u64) < OUTPUT_HIGH_WATER as u64 && ws.takes_input() {
@@ -278,12 +280,12 @@ impl HttpSession {
             .filter(|_| ws.open())
             .map(|k| ws.clock.deadline(&k));
         self.deadline = [ws.close_deadline, ping].into_iter().flatten().min();
-        self.push_bytes(out);
+        self.output.push_bytes(out);
     }
 
     /// Write what the app has sent.
     pub(super) fn ws_progress(&mut self, out: &mut Vec<u8>) {
-        let Some(ws) = &self.ws else {
+        let Mode::WebSocket(ws) = &self.mode else {
             return;
         };
         let mut events = Vec::new();
@@ -293,7 +295,7 @@ impl HttpSession {
 
     /// Write the app's `events` (those after its `WsAccept`).
     pub(super) fn ws_events(&mut self, events: Vec<ResponseEvent>, out: &mut Vec<u8>) {
-        let Some(ws) = &mut self.ws else {
+        let Mode::WebSocket(ws) = &mut self.mode else {
             return;
         };
         for event in events {

@@ -425,7 +425,7 @@ fn no_ping_queues_behind_output_the_client_has_yet_to_take() {
     c.send(&client_frame(true, TEXT, b"echo me", MASK));
     // The echo is queued, not written: the client is reading slowly.
     let start = Instant::now();
-    while c.s.queue.is_empty() {
+    while c.s.output.is_empty() {
         assert!(start.elapsed() < Duration::from_secs(5), "no echo queued");
         if c.board.take_ready(0).count() > 0 {
             c.s.on_notify(Instant::now());

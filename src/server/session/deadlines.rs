@@ -1,0 +1,98 @@
+//! A session's clocks: the read deadline that fits its state (a head's, a
+//! body's, the keep-alive's), the send clock, and what an HTTP read
+//! deadline that passed does.
+
+use std::time::Instant;
+
+use crate::http::HttpError;
+use crate::metrics::counters::Cause;
+
+use super::mode::Mode;
+use super::HttpSession;
+
+impl HttpSession {
+    /// Set the read deadline that fits the state: the head's timeout while a
+    /// head is arriving, the body's while a body is wanted, the keep-alive
+    /// timeout while idle, none otherwise.
+    pub(super) fn rearm(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
+        if self.wants_body() {
+            self.body_clock.get_or_insert(now);
+        } else {
+            self.body_clock = None;
+        }
+        self.deadline = if let Some(start) = self.head_started {
+            Some(start + self.shared.header_read_timeout)
+        } else if let Some(since) = self.body_clock {
+            Some(since + self.shared.body_read_timeout)
+        } else if self.between_requests() {
+            Some(now + self.shared.keep_alive_timeout)
+        } else {
+            None
+        };
+    }
+
+    /// A request body is being read and the session reads it now (not held
+    /// back by the app or the output). The protocol reads a head, a body,
+    /// or nothing; of a head, either none of it is here (idle) or part is.
+    /// A client waiting for `100 Continue` the app has not asked for yet is
+    /// not late.
+    fn wants_body(&self) -> bool {
+        matches!(self.mode, Mode::Http1)
+            && self.app.as_ref().is_none_or(|call| !call.continue_owed)
+            && crate::backend::Session::wants_read(self)
+            && !self.conn.is_idle()
+            && !self.conn.has_partial_head()
+    }
+
+    /// Start or stop the send clock as output is queued or drained.
+    pub(super) fn arm_send(&mut self, now: Instant) {
+        if self.output.is_empty() {
+            self.send_since = None;
+        } else {
+            self.send_since.get_or_insert(now);
+        }
+    }
+
+    pub(super) fn send_deadline(&self) -> Option<Instant> {
+        self.send_since
+            .map(|since| since + self.shared.send_timeout)
+    }
+
+    /// The HTTP read deadline passed.
+    ///
+    /// A body still owed to a route or an app: the client is told why (if no
+    /// answer has started), then the connection closes. One read only to be
+    /// dropped after a complete answer just closes.
+    pub(super) fn read_timed_out(&mut self, now: Instant) {
+        let owed = self.app.is_some() || self.pending.is_some();
+        if self.body_clock.is_some() && self.head_started.is_none() && owed {
+            let mut out = Vec::new();
+            if let Some(call) = self.app.take() {
+                call.abandon();
+            }
+            self.pending = None;
+            self.conn.write_error(&HttpError::RequestTimeout, &mut out);
+            self.output.push_bytes(out);
+            self.meter_cause(Cause::BodyTimeout);
+            self.meter_answers(now);
+            self.closed = true;
+            self.deadline = None;
+            self.body_clock = None;
+            self.arm_send(now);
+            return;
+        }
+        // A slow head or an idle keep-alive: close without an answer, as
+        // clients expect of an idle close, and drop what was queued.
+        self.meter_cause(if self.shutting {
+            Cause::Shutdown
+        } else if self.between_requests() && !self.conn.is_fresh() {
+            Cause::KeepAliveTimeout
+        } else {
+            Cause::HeaderTimeout
+        });
+        self.close_now();
+    }
+}
