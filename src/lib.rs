@@ -15,7 +15,7 @@
 //!   graceful shutdown, and glues the protocol to the routes and the
 //!   application ([`server::session`]);
 //! - [`app`]: what an application is handed and hands back ([`app::App`],
-//!   the exchange), and what the command line asked of it ([`app::spec`]);
+//!   the conduit), and what the command line asked of it ([`app::spec`]);
 //! - [`routes`]: the Rust-native routes answered on the core thread (health, static files);
 //! - [`tls`]: rustls, sans-IO, between a backend and the sessions; [`reply`];
 //! - [`metrics`]: counters each core keeps in a shared region;

@@ -2,21 +2,21 @@
 //! application (WSGI on the pool; ASGI later) and how its answer comes back.
 //!
 //! The core thread never runs Python (except in the loop-only shape, where
-//! [`App::inline`] is true). It hands an [`AppRequest`] and an [`Exchange`] to
-//! the [`App`]; the request body flows core → app through the exchange, the
+//! [`App::inline`] is true). It hands an [`AppRequest`] and a [`Conduit`] to
+//! the [`App`]; the request body flows core → app through the conduit, the
 //! answer flows app → core as [`ResponseEvent`]s, each side waking the other
 //! only when it has something new.
 //!
-//! WebSockets ride the same exchange: a request of kind
+//! WebSockets ride the same conduit: a request of kind
 //! [`RequestKind::WebSocket`] is answered with [`ResponseEvent::WsAccept`]
 //! (the core writes the `101`), then messages flow both ways
-//! ([`Exchange::try_receive_ws`] in, [`ResponseEvent::WsText`] and friends
+//! ([`Conduit::try_receive_ws`] in, [`ResponseEvent::WsText`] and friends
 //! out). Only an app whose [`App::websocket`] is true is handed such
 //! requests; any other app sees the upgrade request as a plain HTTP request
 //! (a WSGI app sees a normal GET) and its answer goes out as plain HTTP.
 
 pub mod body_buffer;
-pub mod exchange;
+pub mod conduit;
 pub mod peer_text;
 pub mod piece;
 #[cfg(feature = "python")]
@@ -28,7 +28,7 @@ pub mod waiters;
 
 pub use crate::http::Fields;
 pub use body_buffer::{BodyBuffer, BufferConfig, BufferedBody};
-pub use exchange::{AppWaker, BodyRead, Exchange, Gone, ResponseEvent, Sent, WsMessage};
+pub use conduit::{AppWaker, BodyRead, Conduit, Gone, ResponseEvent, Sent, WsMessage};
 pub use peer_text::PeerText;
 
 use std::borrow::Cow;
@@ -81,21 +81,21 @@ pub enum RequestKind {
 /// A request the application could not take now (its queue is full), handed back.
 pub struct Refused {
     pub request: AppRequest,
-    pub exchange: Arc<Exchange>,
+    pub conduit: Arc<Conduit>,
 }
 
 /// An application the core threads dispatch unrouted requests to.
 pub trait App: Send + Sync + 'static {
     /// Start serving `request`: its body arrives and its answer leaves through
-    /// `exchange`. When the application's queue is full it hands both back
+    /// `conduit`. When the application's queue is full it hands both back
     /// ([`Refused`]): the caller stops reading that connection and calls again once
-    /// the exchange's notifier fires (the app notifies refused callers when
+    /// the conduit's notifier fires (the app notifies refused callers when
     /// room frees).
-    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>>;
+    fn call(&self, request: AppRequest, conduit: Arc<Conduit>) -> Result<(), Box<Refused>>;
 
     /// The loop-only shape: `call` runs the application on the calling core
     /// thread before it returns, so the request body must already be complete
-    /// in the exchange when `call` is made.
+    /// in the conduit when `call` is made.
     fn inline(&self) -> bool;
 
     /// Whether the app's body reads block a thread while they wait for the

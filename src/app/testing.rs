@@ -1,6 +1,6 @@
 //! A pure-Rust [`App`] for tests: each call runs a handler on a thread of its
 //! own (or inline, on the calling core thread), with the blocking helpers an
-//! application thread uses on an [`Exchange`], and a WebSocket echo
+//! application thread uses on a [`Conduit`], and a WebSocket echo
 //! ([`ws_echo`]). Built for the unit tests, and with the `testing` feature
 //! for `examples/ws_echo.rs`, which serves it to the Autobahn fuzzer; the
 //! shipped library does not have it.
@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    App, AppRequest, BodyRead, Exchange, Gone, Refused, RequestKind, ResponseEvent, Sent, WsMessage,
+    App, AppRequest, BodyRead, Conduit, Gone, Refused, RequestKind, ResponseEvent, Sent, WsMessage,
 };
 
 /// What a test app does with one request.
-pub type Handler = Arc<dyn Fn(AppRequest, Arc<Exchange>) + Send + Sync>;
+pub type Handler = Arc<dyn Fn(AppRequest, Arc<Conduit>) + Send + Sync>;
 
 /// Runs `handler` for every call; can refuse the first calls as a full queue would.
 pub struct ThreadApp {
@@ -31,7 +31,7 @@ pub struct ThreadApp {
 }
 
 impl ThreadApp {
-    pub fn new(handler: impl Fn(AppRequest, Arc<Exchange>) + Send + Sync + 'static) -> Self {
+    pub fn new(handler: impl Fn(AppRequest, Arc<Conduit>) + Send + Sync + 'static) -> Self {
         ThreadApp {
             handler: Arc::new(handler),
             inline: false,
@@ -69,29 +69,29 @@ impl ThreadApp {
 }
 
 impl App for ThreadApp {
-    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
+    fn call(&self, request: AppRequest, conduit: Arc<Conduit>) -> Result<(), Box<Refused>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let refuse = self
             .refuse
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         if refuse.is_ok() {
             // Room frees later: the refused caller is told then.
-            let ex = exchange.clone();
+            let ex = conduit.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(50));
                 ex.notify();
             });
-            return Err(Box::new(Refused { request, exchange }));
+            return Err(Box::new(Refused { request, conduit }));
         }
         if self.inline {
             self.threads
                 .lock()
                 .unwrap()
                 .push(std::thread::current().id());
-            (self.handler)(request, exchange);
+            (self.handler)(request, conduit);
         } else {
             let handler = self.handler.clone();
-            let t = std::thread::spawn(move || handler(request, exchange));
+            let t = std::thread::spawn(move || handler(request, conduit));
             self.threads.lock().unwrap().push(t.thread().id());
         }
         Ok(())
@@ -112,7 +112,7 @@ impl App for ThreadApp {
 
 /// Send `event`, waiting for room as long as the answer is full. Returns how
 /// many times it had to wait.
-pub fn send(ex: &Exchange, mut event: ResponseEvent) -> Result<usize, Gone> {
+pub fn send(ex: &Conduit, mut event: ResponseEvent) -> Result<usize, Gone> {
     let mut waits = 0;
     loop {
         match ex.try_send(event)? {
@@ -128,7 +128,7 @@ pub fn send(ex: &Exchange, mut event: ResponseEvent) -> Result<usize, Gone> {
 
 /// Read the whole body, `max` bytes at a time, calling `each` with every piece.
 pub fn read_body_with(
-    ex: &Exchange,
+    ex: &Conduit,
     max: usize,
     mut each: impl FnMut(&[u8]),
 ) -> Result<Vec<u8>, Gone> {
@@ -145,12 +145,12 @@ pub fn read_body_with(
     }
 }
 
-pub fn read_body(ex: &Exchange) -> Result<Vec<u8>, Gone> {
+pub fn read_body(ex: &Conduit) -> Result<Vec<u8>, Gone> {
     read_body_with(ex, 64 * 1024, |_| {})
 }
 
 /// A complete answer: `status`, a Content-Length, `body`.
-pub fn answer(ex: &Exchange, status: u16, body: &[u8]) -> Result<(), Gone> {
+pub fn answer(ex: &Conduit, status: u16, body: &[u8]) -> Result<(), Gone> {
     let length = body.len().to_string().into_bytes();
     send(
         ex,
@@ -165,7 +165,7 @@ pub fn answer(ex: &Exchange, status: u16, body: &[u8]) -> Result<(), Gone> {
 }
 
 /// The next WebSocket message, waiting for it.
-pub fn receive_ws(ex: &Exchange) -> Result<WsMessage, Gone> {
+pub fn receive_ws(ex: &Conduit) -> Result<WsMessage, Gone> {
     loop {
         match ex.try_receive_ws()? {
             Some(message) => return Ok(message),
@@ -177,7 +177,7 @@ pub fn receive_ws(ex: &Exchange) -> Result<WsMessage, Gone> {
 /// A WebSocket echo: accepts (with the first subprotocol offered), sends
 /// every message back as it came, and returns at the client's disconnect.
 /// A plain HTTP request is answered 200 "echo".
-pub fn ws_echo(request: AppRequest, ex: Arc<Exchange>) {
+pub fn ws_echo(request: AppRequest, ex: Arc<Conduit>) {
     let RequestKind::WebSocket { subprotocols } = request.kind else {
         let _ = answer(&ex, 200, b"echo");
         return;
@@ -192,8 +192,8 @@ pub fn ws_echo(request: AppRequest, ex: Arc<Exchange>) {
 }
 
 /// Send every WebSocket message back as it came, until the disconnect;
-/// returns its code (`None`: the exchange was gone without one).
-pub fn echo_messages(ex: &Exchange) -> Option<u16> {
+/// returns its code (`None`: the conduit was gone without one).
+pub fn echo_messages(ex: &Conduit) -> Option<u16> {
     loop {
         let echo = match receive_ws(ex).ok()? {
             WsMessage::Text(text) => ResponseEvent::WsText(text),

@@ -4,14 +4,14 @@
 //! would gather tasks without end while the cores went on reading. A request
 //! holds a [`Permit`] from [`AsgiApp::call`](super::AsgiApp) until its task
 //! ends (the channel's `finish`/`abort`, or the channel being dropped); past
-//! the bound the call is refused and its exchange waits in [`Waiters`] until a
+//! the bound the call is refused and its conduit waits in [`Waiters`] until a
 //! permit is returned, so the core stops reading that connection meanwhile.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::app::waiters::Waiters;
-use crate::app::Exchange;
+use crate::app::Conduit;
 
 /// Counts the requests in flight against the bound.
 pub(super) struct Gate {
@@ -33,13 +33,13 @@ impl Gate {
         })
     }
 
-    /// A permit, or `None` when the bound is reached: `exchange` is then
+    /// A permit, or `None` when the bound is reached: `conduit` is then
     /// notified once a permit is returned.
-    pub(super) fn enter(self: &Arc<Self>, exchange: &Arc<Exchange>) -> Option<Permit> {
+    pub(super) fn enter(self: &Arc<Self>, conduit: &Arc<Conduit>) -> Option<Permit> {
         if let Some(permit) = self.try_take() {
             return Some(permit);
         }
-        self.waiters.push(exchange);
+        self.waiters.push(conduit);
         self.try_take()
     }
 
@@ -67,26 +67,26 @@ mod tests {
     use crate::backend::slab::Key;
     use crate::backend::Notifier;
 
-    /// An exchange whose notifications land on a board of its own.
-    fn exchange() -> (Arc<Exchange>, Arc<Board>) {
+    /// A conduit whose notifications land on a board of its own.
+    fn conduit() -> (Arc<Conduit>, Arc<Board>) {
         let board = Board::new(1);
         let notifier = Notifier::new(board.clone(), 0, Key::new(1, 1));
-        (Arc::new(Exchange::new(notifier, false, false)), board)
+        (Arc::new(Conduit::new(notifier, false, false)), board)
     }
 
     #[test]
     fn the_bound_refuses_then_a_returned_permit_notifies_the_refused() {
         let gate = Gate::new(2);
-        let (a, board_a) = exchange();
-        let (b, _) = exchange();
-        let (c, board) = exchange();
+        let (a, board_a) = conduit();
+        let (b, _) = conduit();
+        let (c, board) = conduit();
         let notified = || board.take_ready(0).count();
         let first = gate.enter(&a).expect("room for one");
         let second = gate.enter(&b).expect("room for two");
         assert!(gate.enter(&c).is_none(), "the third is refused");
         assert_eq!(notified(), 0);
         drop(first);
-        assert_eq!(notified(), 1, "the refused exchange is told room freed");
+        assert_eq!(notified(), 1, "the refused conduit is told room freed");
         let _third = gate.enter(&c).expect("room again");
         assert!(gate.enter(&a).is_none(), "full again");
         drop(second);

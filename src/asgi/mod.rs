@@ -4,7 +4,7 @@
 //! loop (uvloop when installed and `--loop auto`); its Python side is
 //! `m0serve/_asgi.py`. Core threads never take the GIL: [`AsgiApp::call`]
 //! queues the request in the executor's [`Inbox`] and signals its wake fd only
-//! when no wake is pending; each exchange gets an app waker that queues the
+//! when no wake is pending; each conduit gets an app waker that queues the
 //! request's id the same way whenever the core made progress the app was
 //! waiting for (body data or a WebSocket message, room for the answer, the
 //! client's departure). The loop's reader callback, [`Executor`]'s
@@ -41,7 +41,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::app::spec::{EventLoop, Lifespan};
-use crate::app::{App, AppRequest, Exchange, Refused, RequestKind, ResponseEvent};
+use crate::app::{App, AppRequest, Conduit, Refused, RequestKind, ResponseEvent};
 use crate::backend::held;
 use channel::Channel;
 use gate::{Gate, Permit};
@@ -86,7 +86,7 @@ impl AsgiVersion {
 /// A request waiting for the loop to pick it up.
 struct Pending {
     request: AppRequest,
-    exchange: Arc<Exchange>,
+    conduit: Arc<Conduit>,
     id: u64,
     /// Its place on the loop, until its task ends (None: a WebSocket).
     permit: Option<Permit>,
@@ -271,14 +271,14 @@ impl Executor {
     fn start(&self, py: Python<'_>, bound: &LoopSide, pending: Pending) -> PyResult<()> {
         let Pending {
             request,
-            exchange,
+            conduit,
             id,
             permit,
         } = pending;
         let scope = match scope::build(py, &self.scope, &request) {
             Ok(scope) => scope,
             Err(e) => {
-                let _ = exchange.try_send(ResponseEvent::Abort);
+                let _ = conduit.try_send(ResponseEvent::Abort);
                 return Err(e);
             }
         };
@@ -288,7 +288,7 @@ impl Executor {
             RequestKind::WebSocket { .. } => channel::What::trimmed(&request.head),
         };
         let live = Arc::clone(&bound.live);
-        let channel = Channel::new(exchange, id, live, what, is_head, request.kind, permit);
+        let channel = Channel::new(conduit, id, live, what, is_head, request.kind, permit);
         let channel = Bound::new(py, channel)?;
         bound.live.insert(id, channel.clone().unbind());
         let started = (|| {
@@ -426,31 +426,31 @@ impl AsgiApp {
         }
         // Requests queued after the loop stopped will never be served.
         while let Some(pending) = self.inbox.new.pop() {
-            let _ = pending.exchange.try_send(ResponseEvent::Abort);
+            let _ = pending.conduit.try_send(ResponseEvent::Abort);
         }
     }
 }
 
 impl App for AsgiApp {
-    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
+    fn call(&self, request: AppRequest, conduit: Arc<Conduit>) -> Result<(), Box<Refused>> {
         if self.stopped.load(Ordering::Relaxed) {
             tracing::warn!(target: "m0serve::asgi", "request after the executor stopped");
-            let _ = exchange.try_send(ResponseEvent::Abort);
+            let _ = conduit.try_send(ResponseEvent::Abort);
             return Ok(());
         }
         let permit = match request.kind {
             RequestKind::WebSocket { .. } => None,
-            RequestKind::Http => match self.gate.enter(&exchange) {
+            RequestKind::Http => match self.gate.enter(&conduit) {
                 Some(permit) => Some(permit),
-                None => return Err(Box::new(Refused { request, exchange })),
+                None => return Err(Box::new(Refused { request, conduit })),
             },
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let inbox = Arc::clone(&self.inbox);
-        exchange.set_app_waker(Arc::new(move || inbox.wake(id)));
+        conduit.set_app_waker(Arc::new(move || inbox.wake(id)));
         self.inbox.push(Pending {
             request,
-            exchange,
+            conduit,
             id,
             permit,
         });

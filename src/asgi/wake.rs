@@ -19,7 +19,7 @@ use crossbeam_queue::SegQueue;
 pub struct Inbox<T> {
     /// New work (requests), in arrival order.
     pub(super) new: SegQueue<T>,
-    /// Ids of requests whose exchange may let them make progress.
+    /// Ids of requests whose conduit may let them make progress.
     pub(super) woken: SegQueue<u64>,
     signalled: AtomicBool,
     /// The loop's end: readable while a wake is pending.

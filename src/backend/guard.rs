@@ -9,7 +9,7 @@
 //! so the backend closes the socket as it closes any finished connection.
 //!
 //! Unwinding out of a session is sound to stop here: the session is never
-//! touched again, and what it shared with other threads (an app's exchange)
+//! touched again, and what it shared with other threads (an app's conduit)
 //! is released by its drop, as for a connection that closed.
 
 use std::any::Any;

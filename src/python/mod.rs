@@ -34,7 +34,7 @@ const USAGE: i32 = 2;
 /// touch Python objects; every pyclass is `Send + Sync` (PyO3 checks), the
 /// per-request ones are used by one thread at a time (another thread's use
 /// is a `RuntimeError`, never a race); the Rust locks taken while attached
-/// (environ and scope templates, `wsgi.errors`, the exchanges) run no
+/// (environ and scope templates, `wsgi.errors`, the conduits) run no
 /// Python inside, so no stop-the-world pause can wait on them; an
 /// application's `bytes` read without the GIL are immutable (app::piece);
 /// the pool's kept thread states attach and detach as on any build.

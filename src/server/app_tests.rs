@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::conduit::BODY_HIGH_WATER;
 use crate::app::testing::{answer, read_body_with, send, ThreadApp};
 use crate::app::{ResponseEvent, ServerAddr};
 use crate::backend::testing::{Harness, Setup, CLIENT_TIMEOUT};

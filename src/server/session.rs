@@ -17,8 +17,8 @@
 //! WSGI or ASGI: the clock runs only while the session wants the body, so an
 //! app that has not taken what it was given is not the client's fault).
 //! Output the client takes none of for the send timeout closes the
-//! connection, and the app's exchange with it: a view waiting for room in
-//! [`Exchange::wait_room`](crate::app::Exchange::wait_room) wakes to a failed
+//! connection, and the app's conduit with it: a view waiting for room in
+//! [`Conduit::wait_room`](crate::app::Conduit::wait_room) wakes to a failed
 //! write. The clock is since the last progress, not the whole answer, so a
 //! slow but steady download is never cut.
 
@@ -229,7 +229,7 @@ pub struct HttpSession {
     /// The request the application is answering.
     app: Option<AppCall>,
     /// The vector the app's events come in, empty between takes: lent to
-    /// each request's exchange and swapped back with its events, so that a
+    /// each request's conduit and swapped back with its events, so that a
     /// keep-alive connection's answers allocate none (and free none on the
     /// core that the app thread allocated).
     events: Vec<ResponseEvent>,

@@ -1,6 +1,6 @@
 //! `wsgi.input`: the request body, streamed from the connection.
 //!
-//! Reads take what the core has pushed into the exchange, holding the GIL;
+//! Reads take what the core has pushed into the conduit, holding the GIL;
 //! only when nothing is there yet is the GIL released, around the blocking
 //! wait, so other Python threads run meanwhile. Nothing is read before the app
 //! asks (the first read is also what sends `100 Continue`), and only what a
@@ -14,28 +14,28 @@ use pyo3::exceptions::PyConnectionError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::app::{BodyRead, Exchange};
+use crate::app::{BodyRead, Conduit};
 
-/// How much one read asks the exchange for when the caller set no bound.
+/// How much one read asks the conduit for when the caller set no bound.
 const CHUNK: usize = 64 * 1024;
 
 /// The `wsgi.input` stream of one request.
 #[pyclass(module = "m0serve", name = "InputStream")]
 pub(super) struct Input {
-    exchange: Arc<Exchange>,
-    /// Body bytes taken from the exchange and not yet returned: `buf[pos..]`.
+    conduit: Arc<Conduit>,
+    /// Body bytes taken from the conduit and not yet returned: `buf[pos..]`.
     buf: Vec<u8>,
     pos: usize,
     eof: bool,
-    /// Loop-only shape: the whole body is in the exchange before the view
+    /// Loop-only shape: the whole body is in the conduit before the view
     /// runs, and waiting would block the core thread that fills it.
     inline: bool,
 }
 
 impl Input {
-    pub(super) fn new(exchange: Arc<Exchange>, inline: bool) -> Input {
+    pub(super) fn new(conduit: Arc<Conduit>, inline: bool) -> Input {
         Input {
-            exchange,
+            conduit,
             buf: Vec::new(),
             pos: 0,
             eof: false,
@@ -51,7 +51,7 @@ impl Input {
     /// while none have arrived. False at the end of the body.
     fn fill(&mut self, py: Python<'_>, max: usize) -> PyResult<bool> {
         while !self.eof {
-            match self.exchange.try_read_body(max.max(1)) {
+            match self.conduit.try_read_body(max.max(1)) {
                 Ok(BodyRead::Data(data)) if data.is_empty() => {}
                 Ok(BodyRead::Data(data)) => {
                     if self.pos == self.buf.len() {
@@ -65,8 +65,8 @@ impl Input {
                 }
                 Ok(BodyRead::Empty) if self.inline => self.eof = true,
                 Ok(BodyRead::Empty) => {
-                    let exchange = &*self.exchange;
-                    py.detach(|| exchange.wait_body());
+                    let conduit = &*self.conduit;
+                    py.detach(|| conduit.wait_body());
                 }
                 Ok(BodyRead::Eof) => self.eof = true,
                 Err(_gone) => {

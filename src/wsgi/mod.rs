@@ -2,9 +2,9 @@
 //!
 //! Built only with the `python` feature. A request becomes a pool [`Job`]: on
 //! a pool thread (GIL held) [`response::run`] builds the environ, calls the
-//! application and streams its answer back through the request's [`Exchange`].
+//! application and streams its answer back through the request's [`Conduit`].
 //! When the pool's queue is full the request is handed back ([`Refused`]) and
-//! its exchange waits in a queue the pool drains when room frees, notifying
+//! its conduit waits in a queue the pool drains when room frees, notifying
 //! each refused session so that it calls again. With `threads == 0` (the
 //! loop-only shape) the view runs on the calling core thread itself.
 //!
@@ -29,7 +29,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
 use crate::app::waiters::Waiters;
-use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent};
+use crate::app::{App, AppRequest, Conduit, Refused, ResponseEvent};
 use crate::backend::pass_end;
 
 /// How the WSGI layer serves.
@@ -130,25 +130,25 @@ impl WsgiApp {
         &self,
         pool: &Pool,
         request: AppRequest,
-        exchange: Arc<Exchange>,
+        conduit: Arc<Conduit>,
     ) -> Result<(), Box<Refused>> {
         let job = View {
             shared: Arc::clone(&self.shared),
             request,
-            exchange,
+            conduit,
         };
         let Err(job) = self.push(pool, job) else {
             return Ok(());
         };
         // Register, then try once more (see [`Waiters`]).
-        self.waiters.push(&job.exchange);
+        self.waiters.push(&job.conduit);
         let Err(View {
-            request, exchange, ..
+            request, conduit, ..
         }) = self.push(pool, job)
         else {
             return Ok(());
         };
-        Err(Box::new(Refused { request, exchange }))
+        Err(Box::new(Refused { request, conduit }))
     }
 
     /// Queue `job`: on a core thread its wake waits for the end of the pass.
@@ -172,7 +172,7 @@ impl WsgiApp {
 struct View {
     shared: Arc<Shared>,
     request: AppRequest,
-    exchange: Arc<Exchange>,
+    conduit: Arc<Conduit>,
 }
 
 impl Job for View {
@@ -180,9 +180,9 @@ impl Job for View {
         let View {
             shared,
             request,
-            exchange,
+            conduit,
         } = *self;
-        response::run(py, &shared, request, exchange);
+        response::run(py, &shared, request, conduit);
     }
 }
 
@@ -190,21 +190,21 @@ impl Job for View {
 const _: () = assert!(m0serve_pool::REATTACH_BUCKETS == crate::metrics::counters::REATTACH_BUCKETS);
 
 impl App for WsgiApp {
-    fn call(&self, request: AppRequest, exchange: Arc<Exchange>) -> Result<(), Box<Refused>> {
+    fn call(&self, request: AppRequest, conduit: Arc<Conduit>) -> Result<(), Box<Refused>> {
         if self.shared.inline {
             // Once per core thread (later calls return at once): attaches
             // then reuse one thread state instead of making one per request.
             m0serve_pool::keep_thread_state();
-            Python::attach(|py| response::run(py, &self.shared, request, exchange));
+            Python::attach(|py| response::run(py, &self.shared, request, conduit));
             return Ok(());
         }
         let pool = self.pool.read().unwrap_or_else(PoisonError::into_inner);
         match pool.as_ref() {
-            Some(pool) => self.submit(pool, request, exchange),
+            Some(pool) => self.submit(pool, request, conduit),
             None => {
                 // Shut down: nothing will run the view any more.
                 tracing::warn!(target: "m0serve::wsgi", "request after the pool was shut down");
-                let _ = exchange.try_send(ResponseEvent::Abort);
+                let _ = conduit.try_send(ResponseEvent::Abort);
                 Ok(())
             }
         }

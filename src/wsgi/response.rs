@@ -27,35 +27,32 @@ use super::file_wrapper::FileWrapper;
 use super::input::Input;
 use super::start_response::{send, Flow, StartResponse};
 use super::{environ, Shared};
-use crate::app::{AppRequest, Exchange, ResponseEvent};
+use crate::app::{AppRequest, Conduit, ResponseEvent};
 use crate::http::BodyKind;
 
-/// Serve `request` with the application, answering through `exchange`.
-pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, exchange: Arc<Exchange>) {
-    if exchange.is_gone() {
+/// Serve `request` with the application, answering through `conduit`.
+pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, conduit: Arc<Conduit>) {
+    if conduit.is_gone() {
         return; // the client left while the request waited for a thread
     }
     let head = &request.head;
-    let responder = match Bound::new(
-        py,
-        StartResponse::new(Arc::clone(&exchange), head.is_head()),
-    ) {
+    let responder = match Bound::new(py, StartResponse::new(Arc::clone(&conduit), head.is_head())) {
         Ok(r) => r,
-        Err(err) => return fail(py, &err, &request, &exchange),
+        Err(err) => return fail(py, &err, &request, &conduit),
     };
     // A chunked body the core buffered whole has a length as well (CGI's
     // CONTENT_LENGTH is the body's length once transfer codings are removed,
     // RFC 3875 §4.1.2; Django reads no body without it).
     let dechunked = match head.body {
-        BodyKind::Chunked => exchange.complete_body_len(),
+        BodyKind::Chunked => conduit.complete_body_len(),
         _ => None,
     };
-    let outcome = Bound::new(py, Input::new(Arc::clone(&exchange), shared.inline))
+    let outcome = Bound::new(py, Input::new(Arc::clone(&conduit), shared.inline))
         .and_then(|input| environ::build(py, &shared.environ, &request, input, dechunked))
         .and_then(|environ| shared.app.bind(py).call1((environ, &responder)));
     let result = match outcome {
         Ok(result) => result,
-        Err(err) => return fail(py, &err, &request, &exchange),
+        Err(err) => return fail(py, &err, &request, &conduit),
     };
     let sent = send_result(py, &result, &responder, head.is_head()).and_then(|flow| match flow {
         Flow::Open => responder.borrow_mut().end(py),
@@ -65,7 +62,7 @@ pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, exchange
     // app's cleanup; a failing close() can then only be logged.
     let closed = close(py, &result);
     if let Err(err) = sent {
-        fail(py, &err, &request, &exchange);
+        fail(py, &err, &request, &conduit);
     }
     if let Err(err) = closed {
         log_exception(
@@ -78,14 +75,14 @@ pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, exchange
 
 /// Log `err` (quietly when the client has gone: the failure is most likely
 /// its departure) and abort the response.
-fn fail(py: Python<'_>, err: &PyErr, request: &AppRequest, exchange: &Exchange) {
+fn fail(py: Python<'_>, err: &PyErr, request: &AppRequest, conduit: &Conduit) {
     let what = format!("{} {}", request.head.method, request.head.target);
-    if exchange.is_gone() {
+    if conduit.is_gone() {
         tracing::debug!(target: "m0serve::wsgi", "{what}: {err} (the client had gone)");
         return;
     }
     log_exception(py, err, &format!("{what}: the WSGI application failed"));
-    send(py, exchange, ResponseEvent::Abort);
+    send(py, conduit, ResponseEvent::Abort);
 }
 
 /// Send the body the application returned (not the end).

@@ -27,7 +27,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::app::piece;
-use crate::app::{Exchange, Fields, Gone, ResponseEvent, Sent};
+use crate::app::{Conduit, Fields, Gone, ResponseEvent, Sent};
 use crate::http::is_tchar;
 use crate::http::response::{self, status_allows_body};
 
@@ -60,7 +60,7 @@ struct Head {
 /// The `start_response` callable of one request, and its response's state.
 #[pyclass(module = "m0serve", name = "StartResponse")]
 pub(super) struct StartResponse {
-    exchange: Arc<Exchange>,
+    conduit: Arc<Conduit>,
     is_head: bool,
     head: Option<Head>,
     /// The Start event has gone to the core: the head is fixed.
@@ -113,9 +113,9 @@ impl StartResponse {
 }
 
 impl StartResponse {
-    pub(super) fn new(exchange: Arc<Exchange>, is_head: bool) -> StartResponse {
+    pub(super) fn new(conduit: Arc<Conduit>, is_head: bool) -> StartResponse {
         StartResponse {
-            exchange,
+            conduit,
             is_head,
             head: None,
             sent: false,
@@ -174,7 +174,7 @@ impl StartResponse {
         self.remaining = content_length;
         Ok(send(
             py,
-            &self.exchange,
+            &self.conduit,
             ResponseEvent::Start { status, headers },
         ))
     }
@@ -197,7 +197,7 @@ impl StartResponse {
             return Ok(Flow::Open);
         }
         let piece = piece::from_py_bytes(data, n);
-        Ok(send(py, &self.exchange, ResponseEvent::Body(piece)))
+        Ok(send(py, &self.conduit, ResponseEvent::Body(piece)))
     }
 
     /// Send `len` bytes of `file` from `offset` (the head first), served by the core.
@@ -217,7 +217,7 @@ impl StartResponse {
         }
         Ok(send(
             py,
-            &self.exchange,
+            &self.conduit,
             ResponseEvent::File { file, offset, len },
         ))
     }
@@ -254,19 +254,19 @@ impl StartResponse {
                 "the response ended {missing} bytes short of its Content-Length"
             )));
         }
-        Ok(send(py, &self.exchange, ResponseEvent::End))
+        Ok(send(py, &self.conduit, ResponseEvent::End))
     }
 }
 
 /// Queue `event` for the core; while the client is slow to take the answer,
 /// wait for room with the GIL released, then send again.
-pub(super) fn send(py: Python<'_>, exchange: &Exchange, mut event: ResponseEvent) -> Flow {
+pub(super) fn send(py: Python<'_>, conduit: &Conduit, mut event: ResponseEvent) -> Flow {
     loop {
-        match exchange.try_send(event) {
+        match conduit.try_send(event) {
             Ok(Sent::Queued) => return Flow::Open,
             Ok(Sent::Full(back)) => {
                 event = back;
-                py.detach(|| exchange.wait_room());
+                py.detach(|| conduit.wait_room());
             }
             Err(Gone) => return Flow::Gone,
         }

@@ -1,4 +1,4 @@
-//! The WSGI layer driven the way a core drives it: a real [`Exchange`], the
+//! The WSGI layer driven the way a core drives it: a real [`Conduit`], the
 //! real pool (or the inline shape), applications written in Python; the test
 //! plays the core (pushes the body, takes the events, credits what it "wrote").
 
@@ -13,8 +13,8 @@ use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 
 use super::{WsgiApp, WsgiConfig};
-use crate::app::exchange::RESPONSE_HIGH_WATER;
-use crate::app::{App, AppRequest, Exchange, Refused, ResponseEvent, ServerAddr};
+use crate::app::conduit::RESPONSE_HIGH_WATER;
+use crate::app::{App, AppRequest, Conduit, Refused, ResponseEvent, ServerAddr};
 use crate::backend::share::Board;
 use crate::backend::slab::Key;
 use crate::backend::{Notifier, Peer};
@@ -69,23 +69,23 @@ fn get(target: &str) -> AppRequest {
     request("GET", target, &[("Host", "example")])
 }
 
-/// An exchange whose notifications land on its own board.
-fn exchange(inline: bool) -> (Arc<Exchange>, Arc<Board>) {
+/// A conduit whose notifications land on its own board.
+fn conduit(inline: bool) -> (Arc<Conduit>, Arc<Board>) {
     let board = Board::new(1);
     let notifier = Notifier::new(board.clone(), 0, Key::new(1, 1));
-    (Arc::new(Exchange::new(notifier, inline, false)), board)
+    (Arc::new(Conduit::new(notifier, inline, false)), board)
 }
 
 /// Call the app with `req` (no body) and collect its whole answer.
 fn serve(app: &WsgiApp, req: AppRequest) -> Vec<ResponseEvent> {
-    let (ex, _board) = exchange(app.inline());
+    let (ex, _board) = conduit(app.inline());
     ex.end_body();
     app.call(req, ex.clone()).ok().expect("refused");
     answer(&ex, true)
 }
 
-/// The events up to End or Abort; `credit`: tell the exchange each was written.
-fn answer(ex: &Exchange, credit: bool) -> Vec<ResponseEvent> {
+/// The events up to End or Abort; `credit`: tell the conduit each was written.
+fn answer(ex: &Conduit, credit: bool) -> Vec<ResponseEvent> {
     let deadline = Instant::now() + WAIT;
     let (mut events, mut batch) = (Vec::new(), Vec::new());
     loop {
@@ -523,7 +523,7 @@ def app(environ, start_response):
 #[test]
 fn the_body_is_read_as_the_client_sends_it() {
     let (app, _) = load(INPUT_APP, 1, "");
-    let (ex, _board) = exchange(false);
+    let (ex, _board) = conduit(false);
     let mut req = request("POST", "/", &[("Transfer-Encoding", "chunked")]);
     Arc::make_mut(&mut req.head).body = BodyKind::Chunked;
     app.call(req, ex.clone()).ok().expect("refused");
@@ -543,7 +543,7 @@ fn the_body_is_read_as_the_client_sends_it() {
 #[test]
 fn inline_bodies_are_read_whole() {
     let (app, _) = load(INPUT_APP, 0, "");
-    let (ex, _board) = exchange(true);
+    let (ex, _board) = conduit(true);
     ex.push_body(b"abc\n\nxyz".to_vec());
     ex.end_body();
     app.call(request("POST", "/", &[("Content-Length", "8")]), ex.clone())
@@ -585,7 +585,7 @@ def app(environ, start_response):
 #[test]
 fn a_slow_client_makes_the_app_wait() {
     let (app, module) = load(STREAM_APP, 1, "");
-    let (ex, _board) = exchange(false);
+    let (ex, _board) = conduit(false);
     ex.end_body();
     app.call(get("/"), ex.clone()).ok().expect("refused");
     // Nothing is written: the app must stop near the high water.
@@ -609,7 +609,7 @@ fn a_slow_client_makes_the_app_wait() {
 #[test]
 fn close_is_called_when_the_client_goes() {
     let (app, module) = load(STREAM_APP, 1, "");
-    let (ex, _board) = exchange(false);
+    let (ex, _board) = conduit(false);
     ex.end_body();
     app.call(get("/forever"), ex.clone()).ok().expect("refused");
     eventually("a first chunk", || var::<i64>(&module, "sent") > 0);
@@ -690,7 +690,7 @@ def app(environ, start_response):
 #[test]
 fn refused_requests_are_notified_once_the_pool_has_room() {
     let (app, module) = load(GATE_APP, 1, "");
-    let (blocker, _) = exchange(false);
+    let (blocker, _) = conduit(false);
     blocker.end_body();
     app.call(get("/block"), blocker.clone())
         .ok()
@@ -701,7 +701,7 @@ fn refused_requests_are_notified_once_the_pool_has_room() {
     // Fill the queue until a request is handed back.
     let mut accepted = Vec::new();
     let refused = loop {
-        let (ex, board) = exchange(false);
+        let (ex, board) = conduit(false);
         ex.end_body();
         match app.call(get("/"), ex.clone()) {
             Ok(()) => accepted.push(ex),
@@ -722,11 +722,11 @@ fn refused_requests_are_notified_once_the_pool_has_room() {
     eventually("the refused request's session is notified", || {
         board.take_ready(0).count() > 0
     });
-    let Refused { request, exchange } = *refused;
-    app.call(request, exchange.clone())
+    let Refused { request, conduit } = *refused;
+    app.call(request, conduit.clone())
         .ok()
         .expect("refused again with room");
-    for ex in accepted.iter().chain([&blocker, &exchange]) {
+    for ex in accepted.iter().chain([&blocker, &conduit]) {
         assert_eq!(parts(&answer(ex, true)).2, b"done");
     }
     app.shutdown();

@@ -1,9 +1,9 @@
 //! One request's channel, as the app sees it: its `receive` and `send`
-//! callables, over the request's [`Exchange`].
+//! callables, over the request's [`Conduit`].
 //!
 //! Each call first tries at once. When it finds its message or room for its
 //! answer it returns a ready awaitable ([`super::ready`]); when it does not,
-//! the failed try armed the exchange's app waker (under the exchange's lock,
+//! the failed try armed the conduit's app waker (under the conduit's lock,
 //! so no wake is lost) and the call returns a coroutine (`m0serve._asgi`)
 //! that awaits a future of this channel's, resolved by [`Channel::wake`] when
 //! the executor drains the request's id, and then tries again. Messages are
@@ -34,9 +34,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::conduit::BODY_HIGH_WATER;
 use crate::app::piece;
-use crate::app::{BodyRead, Exchange, Fields, RequestKind, ResponseEvent, Sent};
+use crate::app::{BodyRead, Conduit, Fields, RequestKind, ResponseEvent, Sent};
 use crate::http::response::parse_length;
 use crate::http::{BodyKind, RequestHead};
 
@@ -89,7 +89,7 @@ enum Answer {
 /// The request's side of the executor (the loop thread only).
 #[pyclass(module = "m0serve", name = "AsgiChannel")]
 pub(super) struct Channel {
-    exchange: Arc<Exchange>,
+    conduit: Arc<Conduit>,
     /// The request's id in the executor's wake queue and its [`Live`] map.
     id: u64,
     live: Arc<Live>,
@@ -115,7 +115,7 @@ pub(super) struct Channel {
 
 impl Channel {
     pub(super) fn new(
-        exchange: Arc<Exchange>,
+        conduit: Arc<Conduit>,
         id: u64,
         live: Arc<Live>,
         what: What,
@@ -128,7 +128,7 @@ impl Channel {
             RequestKind::WebSocket { subprotocols } => Some(websocket::WsState::new(subprotocols)),
         };
         Channel {
-            exchange,
+            conduit,
             id,
             live,
             waiters: Vec::new(),
@@ -154,7 +154,7 @@ impl Channel {
         self.task.as_ref().map(|t| t.clone_ref(py))
     }
 
-    /// The exchange may let a waiting call make progress: resolve its
+    /// The conduit may let a waiting call make progress: resolve its
     /// futures. One that fails is logged; the others are still resolved.
     pub(super) fn wake(&mut self, py: Python<'_>) {
         for future in self.waiters.drain(..) {
@@ -188,7 +188,7 @@ impl Channel {
 
     /// Queue `event`; false when the answer is full (retry after a wake).
     fn send_event(&self, event: ResponseEvent) -> PyResult<bool> {
-        match self.exchange.try_send(event) {
+        match self.conduit.try_send(event) {
             Ok(Sent::Queued) => Ok(true),
             Ok(Sent::Full(_)) => Ok(false),
             Err(_) => Err(PyConnectionError::new_err("the client has gone")),
@@ -316,12 +316,12 @@ impl Channel {
             return;
         }
         self.answer = Answer::Ended;
-        if self.exchange.is_gone() {
+        if self.conduit.is_gone() {
             tracing::debug!(target: "m0serve::asgi", "{}: {why} (the client had gone)", self.what);
             return;
         }
         tracing::error!(target: "m0serve::asgi", "{}: {why}", self.what);
-        let _ = self.exchange.try_send(ResponseEvent::Abort);
+        let _ = self.conduit.try_send(ResponseEvent::Abort);
     }
 }
 
@@ -470,12 +470,12 @@ impl Channel {
             return self.ws_receive(py);
         }
         let read = if self.body_done {
-            if !self.exchange.watch_gone() {
+            if !self.conduit.watch_gone() {
                 return Ok(None);
             }
             None
         } else {
-            self.exchange.try_read_chunk(BODY_HIGH_WATER).ok()
+            self.conduit.try_read_chunk(BODY_HIGH_WATER).ok()
         };
         let message = PyDict::new(py);
         let (data, complete) = match read {

@@ -87,7 +87,7 @@ impl Channel {
             return message(py, intern!(py, "websocket.connect")).map(Some);
         }
         if ws.disconnect.is_none() {
-            let received = match self.exchange.try_receive_ws() {
+            let received = match self.conduit.try_receive_ws() {
                 Ok(None) => return Ok(None),
                 Ok(Some(WsMessage::Text(text))) => {
                     let m = message(py, intern!(py, "websocket.receive"))?;
@@ -247,7 +247,7 @@ impl Channel {
         self.ws().stage = Stage::Closed;
         self.answer = Answer::Ended;
         // The client may have gone: then nobody is owed the close.
-        let _ = self.exchange.try_send(event);
+        let _ = self.conduit.try_send(event);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::app::{App, AppRequest, BodyBuffer, Exchange, Fields};
+use crate::app::{App, AppRequest, BodyBuffer, Conduit, Fields};
 use crate::backend::Peer;
 use crate::http::RequestHead;
 use crate::ws::Upgrade;
@@ -12,7 +12,7 @@ use crate::ws::Upgrade;
 /// The request the application is answering.
 pub(super) struct AppCall {
     pub(super) app: Arc<dyn App>,
-    pub(super) exchange: Arc<Exchange>,
+    pub(super) conduit: Arc<Conduit>,
     /// For the access log (shared with the app's request).
     pub(super) head: Arc<RequestHead>,
     /// The client as the app is told (a trusted proxy's, under
@@ -46,7 +46,7 @@ impl AppCall {
         if self.app.inline() || (self.buffered && !self.body_complete) {
             return true; // the core itself is to read the whole body first
         }
-        self.request.is_none() && self.exchange.body_room()
+        self.request.is_none() && self.conduit.body_room()
     }
 
     /// Body bytes from the client; an error if the buffer's file failed.
@@ -55,7 +55,7 @@ impl AppCall {
             Some(buffer) => buffer.push(data),
             None => {
                 // A false answer is seen by `takes_input`: the pump stops there.
-                self.exchange.push_body(data);
+                self.conduit.push_body(data);
                 Ok(())
             }
         }
@@ -64,18 +64,18 @@ impl AppCall {
     /// `n` bytes of output were written (some of them perhaps a previous
     /// answer's: the credit only needs to be roughly right).
     pub(super) fn written(&self, n: usize) {
-        self.exchange.written(n);
+        self.conduit.written(n);
     }
 
     /// The client ended its sending side: the app may take it as gone.
     pub(super) fn hang_up(&self) {
-        self.exchange.hang_up();
+        self.conduit.hang_up();
     }
 
     /// The call ends unanswered (the connection closed or failed): the app's
     /// reads end and its sends fail.
     pub(super) fn abandon(self) {
-        self.exchange.close();
+        self.conduit.close();
     }
 
     /// Whether the call is due and still to be made.
@@ -89,7 +89,7 @@ impl AppCall {
         let Some(request) = self.request.take() else {
             return true;
         };
-        match self.app.call(request, self.exchange.clone()) {
+        match self.app.call(request, self.conduit.clone()) {
             Ok(()) => true,
             Err(refused) => {
                 self.request = Some(refused.request);

@@ -1,9 +1,9 @@
-//! A request served by the [`App`]: its body streamed into an [`Exchange`],
+//! A request served by the [`App`]: its body streamed into a [`Conduit`],
 //! its answer's [`ResponseEvent`]s written as they come.
 //!
 //! The core never waits for the application. It calls [`App::call`] at the
 //! head (an inline app, which runs on this thread, once the whole body is in
-//! the exchange) and moves on; the app's thread notifies the session when it
+//! the conduit) and moves on; the app's thread notifies the session when it
 //! has something for it, and [`HttpSession::on_notify`] picks it up:
 //!
 //! - an app whose body reads block a thread (WSGI, [`App::blocking_reads`]),
@@ -13,18 +13,18 @@
 //!   since the core itself reads the body;
 //! - a call the app refused (its queue is full) is kept and retried on each
 //!   notification; meanwhile the connection is not read;
-//! - the body is read only while the exchange has room for it
-//!   ([`Exchange::push_body`]), and again once the app took some;
+//! - the body is read only while the conduit has room for it
+//!   ([`Conduit::push_body`]), and again once the app took some;
 //! - `100 Continue` goes out when the app first reads the body;
 //! - answer bytes are credited to the app as the socket takes them
-//!   ([`Exchange::written`]), so a slow client makes the app wait;
+//!   ([`Conduit::written`]), so a slow client makes the app wait;
 //! - once the answer ends, the next pipelined request is served;
 //! - a WebSocket request's `WsAccept` writes the `101` and hands the
-//!   exchange to the session's WebSocket mode; a `WsClose` before it is a 403.
+//!   conduit to the session's WebSocket mode; a `WsClose` before it is a 403.
 
 use std::sync::Arc;
 
-use crate::app::{App, AppRequest, BodyBuffer, Exchange, Fields, RequestKind, ResponseEvent};
+use crate::app::{App, AppRequest, BodyBuffer, Conduit, Fields, RequestKind, ResponseEvent};
 use crate::http::RequestHead;
 use crate::reply::Reply;
 use crate::ws::Upgrade;
@@ -64,7 +64,7 @@ impl HttpSession {
         };
         let whole_body = inline || buffer.is_some();
         let expect_continue = head.expect_continue && !whole_body;
-        let exchange = Exchange::new(self.notifier.clone(), inline, expect_continue)
+        let conduit = Conduit::new(self.notifier.clone(), inline, expect_continue)
             .lending(std::mem::take(&mut self.events));
         if whole_body {
             // The core reads the whole body before the app runs: a client
@@ -91,7 +91,7 @@ impl HttpSession {
         };
         self.app = Some(AppCall {
             app,
-            exchange: Arc::new(exchange),
+            conduit: Arc::new(conduit),
             head,
             peer,
             request: Some(request),
@@ -113,8 +113,8 @@ impl HttpSession {
         if let Some(call) = &mut self.app {
             call.body_complete = true;
             match call.buffer.take().map(BodyBuffer::finish) {
-                None => call.exchange.end_body(),
-                Some(Ok(body)) => call.exchange.push_complete(body),
+                None => call.conduit.end_body(),
+                Some(Ok(body)) => call.conduit.push_complete(body),
                 Some(Err(e)) => return self.app_buffer_failed(&e, out),
             }
         }
@@ -152,12 +152,12 @@ impl HttpSession {
             return;
         }
         // Only a request that expects it can want `100 Continue`: no lock otherwise.
-        if call.continue_owed && call.exchange.take_continue() {
+        if call.continue_owed && call.conduit.take_continue() {
             call.continue_owed = false;
             self.conn.write_continue(out);
         }
         let mut events = std::mem::take(&mut self.events);
-        call.exchange.take_events(&mut events);
+        call.conduit.take_events(&mut events);
         let mut taken = events.drain(..);
         while let Some(event) = taken.next() {
             match self.app_event(&mut call, event, out) {
@@ -165,13 +165,13 @@ impl HttpSession {
                 Step::Over => {
                     drop(taken);
                     self.events = kept(events);
-                    call.exchange.close();
+                    call.conduit.close();
                     return;
                 }
                 Step::Upgraded { deflate } => {
                     // What followed the accept is the WebSocket's already.
                     let rest = taken.collect();
-                    self.start_ws(call.exchange, deflate);
+                    self.start_ws(call.conduit, deflate);
                     return self.ws_events(rest, out);
                 }
             }
@@ -284,7 +284,7 @@ impl HttpSession {
 /// next answers: it could hold megabytes for as long as the connection lives.
 const EVENTS_KEPT: usize = 16;
 
-/// The emptied events vector, to lend to the next exchange, or a new one in
+/// The emptied events vector, to lend to the next conduit, or a new one in
 /// place of one that grew large.
 fn kept(events: Vec<ResponseEvent>) -> Vec<ResponseEvent> {
     debug_assert!(events.is_empty());

@@ -240,7 +240,7 @@ fn a_client_that_reads_nothing_for_the_send_timeout_is_closed_and_the_apps_write
 }
 
 /// Queued output at which the app is surely waiting for room.
-const RESPONSE_FILL: usize = crate::app::exchange::RESPONSE_HIGH_WATER;
+const RESPONSE_FILL: usize = crate::app::conduit::RESPONSE_HIGH_WATER;
 
 #[test]
 fn a_slow_but_steady_reader_is_never_cut() {

@@ -178,9 +178,9 @@ fn a_request_with_a_body_is_answered_after_its_body() {
 
 // ---- requests answered by an application --------------------------------
 
-use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::conduit::BODY_HIGH_WATER;
 use crate::app::testing::{answer, read_body, read_body_with, send, ThreadApp};
-use crate::app::{AppRequest, BodyRead, Exchange, Fields, ResponseEvent};
+use crate::app::{AppRequest, BodyRead, Conduit, Fields, ResponseEvent};
 use crate::backend::share::Board;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -437,7 +437,7 @@ fn a_slow_reading_app_stops_the_body_at_the_high_water() {
 
 /// Start a 200 answer, declaring `length` as its Content-Length when the
 /// request is for `/sized` (else it goes chunked).
-fn start_sized(req: &AppRequest, ex: &Exchange, length: &[u8]) {
+fn start_sized(req: &AppRequest, ex: &Conduit, length: &[u8]) {
     let mut headers = Fields::default();
     if req.head.path() == "/sized" {
         headers.push("Content-Length", length);

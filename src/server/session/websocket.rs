@@ -10,7 +10,7 @@
 //! denies the request and the connection stays HTTP.
 //!
 //! In WebSocket mode the core thread answers pings itself and ignores pongs;
-//! text and binary messages go to the app through the exchange, under its
+//! text and binary messages go to the app through the conduit, under its
 //! high water (the socket is not read while the app has enough buffered).
 //! The app's messages are framed as they come and credited as written.
 //! Closing: a Close from the client is answered and reported to the app as
@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::app::{App, Exchange, ResponseEvent, WsMessage};
+use crate::app::{App, Conduit, ResponseEvent, WsMessage};
 use crate::backend::{Linger, Session};
 use crate::http::RequestHead;
 use crate::metrics::counters::Cause;
@@ -40,10 +40,10 @@ use super::HttpSession;
 /// How long the client has to answer our Close before the connection is dropped.
 pub(super) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An accepted WebSocket: the protocol and the app's exchange.
+/// An accepted WebSocket: the protocol and the app's conduit.
 pub(super) struct WsSession {
     conn: WsConn,
-    exchange: Arc<Exchange>,
+    conduit: Arc<Conduit>,
     /// The app was sent its [`WsMessage::Disconnect`]: nothing more goes to it.
     disconnected: bool,
     /// When the client must have answered our Close by.
@@ -58,7 +58,7 @@ impl WsSession {
     /// Whether the socket may be read: the app has room and the client has
     /// more to say.
     pub(super) fn takes_input(&self) -> bool {
-        !self.disconnected && !self.conn.close_received() && self.exchange.body_room()
+        !self.disconnected && !self.conn.close_received() && self.conduit.body_room()
     }
 
     /// Both Closes passed, or the connection failed: close once written.
@@ -87,15 +87,14 @@ impl WsSession {
 
     /// `n` bytes of output were written: credit for the app.
     pub(super) fn written(&self, n: usize) {
-        self.exchange.written(n);
+        self.conduit.written(n);
     }
 
     /// Tell the app the connection ended with `code` and `reason` (once).
     fn disconnect(&mut self, code: u16, reason: String) {
         if !self.disconnected {
             self.disconnected = true;
-            self.exchange
-                .push_ws(WsMessage::Disconnect { code, reason });
+            self.conduit.push_ws(WsMessage::Disconnect { code, reason });
         }
     }
 
@@ -103,7 +102,7 @@ impl WsSession {
     /// had one), then its sends fail.
     pub(super) fn end(mut self) {
         self.disconnect(ABNORMAL, String::new());
-        self.exchange.close();
+        self.conduit.close();
     }
 }
 
@@ -143,7 +142,7 @@ impl HttpSession {
     /// The `101` was written: from now on the connection speaks WebSocket.
     /// What the HTTP parser had buffered past the request is the first input.
     /// `deflate`: permessage-deflate was agreed in the `101`.
-    pub(super) fn start_ws(&mut self, exchange: Arc<Exchange>, deflate: bool) {
+    pub(super) fn start_ws(&mut self, conduit: Arc<Conduit>, deflate: bool) {
         let mut conn = WsConn::new(self.shared.ws_max_message);
         if deflate {
             conn = conn.with_deflate();
@@ -155,7 +154,7 @@ impl HttpSession {
         }
         self.mode = Mode::WebSocket(WsSession {
             conn,
-            exchange,
+            conduit,
             disconnected: false,
             close_deadline: None,
             clock: Clock::new(Instant::now()),
@@ -253,10 +252,10 @@ impl HttpSession {
             }
             match event {
                 WsEvent::Text(text) => {
-                    ws.exchange.push_ws(WsMessage::Text(text));
+                    ws.conduit.push_ws(WsMessage::Text(text));
                 }
                 WsEvent::Binary(data) => {
-                    ws.exchange.push_ws(WsMessage::Binary(data));
+                    ws.conduit.push_ws(WsMessage::Binary(data));
                 }
                 // Answered here: the app never sees pings or pongs.
                 WsEvent::Ping(payload) => ws.conn.write_pong(&payload, &mut out),
@@ -289,7 +288,7 @@ impl HttpSession {
             return;
         };
         let mut events = Vec::new();
-        ws.exchange.take_events(&mut events);
+        ws.conduit.take_events(&mut events);
         self.ws_events(events, out);
     }
 
@@ -323,7 +322,7 @@ impl HttpSession {
             // is credited now.
             let framed = out.len() - before;
             if framed < size {
-                ws.exchange.written(size - framed);
+                ws.conduit.written(size - framed);
             }
         }
     }

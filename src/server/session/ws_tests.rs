@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use super::tests::{app_session, drain};
 use super::*;
-use crate::app::exchange::BODY_HIGH_WATER;
+use crate::app::conduit::BODY_HIGH_WATER;
 use crate::app::testing::{answer, echo_messages, receive_ws, send, ws_echo, ThreadApp};
 use crate::app::{RequestKind, ResponseEvent, WsMessage};
 use crate::backend::share::Board;
