@@ -25,6 +25,7 @@ pub mod spec;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod waiters;
+pub mod wakes;
 
 pub use crate::http::Fields;
 pub use body_buffer::{BodyBuffer, BufferConfig, BufferedBody};
@@ -90,7 +91,9 @@ pub trait App: Send + Sync + 'static {
     /// `conduit`. When the application's queue is full it hands both back
     /// ([`Refused`]): the caller stops reading that connection and calls again once
     /// the conduit's notifier fires (the app notifies refused callers when
-    /// room frees).
+    /// room frees). Called on a core thread, which pays at the end of its
+    /// pass the wakes the app [`wakes::defer`]s; the conduit's notifications
+    /// of the core wait while the notifying thread [`wakes::hold`]s them.
     fn call(&self, request: AppRequest, conduit: Arc<Conduit>) -> Result<(), Box<Refused>>;
 
     /// The loop-only shape: `call` runs the application on the calling core

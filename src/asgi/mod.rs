@@ -41,8 +41,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::app::spec::{EventLoop, Lifespan};
+use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, RequestKind, ResponseEvent};
-use crate::backend::held;
 use channel::Channel;
 use gate::{Gate, Permit};
 use live::Live;
@@ -163,7 +163,7 @@ impl Executor {
     /// The loop's reader callback: resolve the futures of the woken requests,
     /// then start a task for each new one.
     ///
-    /// The cores' wakes are held ([`held`]) from here until `release_wakes`,
+    /// The cores' wakes are held ([`wakes::hold`]) from here until `release_wakes`,
     /// queued behind the steps of the tasks this wake started or resumed:
     /// the answers of the whole batch then wake each core once.
     fn on_wake(&self, py: Python<'_>) -> PyResult<()> {
@@ -171,7 +171,7 @@ impl Executor {
             .bound
             .get()
             .ok_or_else(|| PyRuntimeError::new_err("the ASGI executor is not bound"))?;
-        held::hold();
+        wakes::hold();
         self.serve_queued(py, bound);
         let queued = bound.live.event_loop.call_method1(
             py,
@@ -179,7 +179,7 @@ impl Executor {
             (&bound.release_wakes,),
         );
         if queued.is_err() {
-            held::release();
+            wakes::release();
         }
         queued.map(drop)
     }
@@ -195,7 +195,7 @@ impl Executor {
 
     /// Make the cores' wakes held since the last `on_wake`.
     fn release_wakes(&self) {
-        held::release();
+        wakes::release();
     }
 
     /// The tasks of the requests still running (for shutdown).
@@ -261,7 +261,7 @@ impl Executor {
             }
             // An eager step that ran long must not hold back the answers
             // finished before it.
-            held::refresh();
+            wakes::refresh();
         }
     }
 

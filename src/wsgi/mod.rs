@@ -29,8 +29,8 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
 use crate::app::waiters::Waiters;
+use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, ResponseEvent};
-use crate::backend::pass_end;
 
 /// How the WSGI layer serves.
 #[derive(Clone, Debug)]
@@ -62,13 +62,13 @@ pub struct WsgiApp {
     pool: RwLock<Option<Pool>>,
     waiters: Arc<Waiters>,
     /// The pool's wake, deferred to the end of a core thread's pass (see
-    /// [`pass_end`]) where [`m0serve_pool::TurnConfig::defer_wake`] says so;
+    /// [`wakes`]) where [`m0serve_pool::TurnConfig::defer_wake`] says so;
     /// `None` otherwise (a wake per job).
-    wake: Option<Arc<dyn pass_end::Wake>>,
+    wake: Option<Arc<dyn wakes::Wake>>,
 }
 
 /// A pool's wake, owed by a core thread until its pass ends.
-impl pass_end::Wake for PoolWaker {
+impl wakes::Wake for PoolWaker {
     fn wake(&self, jobs: usize) {
         PoolWaker::wake(self, jobs);
     }
@@ -102,7 +102,7 @@ impl WsgiApp {
         let wake = pool
             .as_ref()
             .and_then(Pool::waker)
-            .map(|waker| Arc::new(waker) as Arc<dyn pass_end::Wake>);
+            .map(|waker| Arc::new(waker) as Arc<dyn wakes::Wake>);
         Ok(Arc::new(WsgiApp {
             shared,
             pool: RwLock::new(pool),
@@ -157,9 +157,9 @@ impl WsgiApp {
     #[allow(clippy::result_large_err)]
     fn push(&self, pool: &Pool, job: View) -> Result<(), View> {
         match &self.wake {
-            Some(wake) if pass_end::on_core_thread() => {
+            Some(wake) if wakes::on_core_thread() => {
                 pool.try_submit_quiet(job)?;
-                pass_end::defer(wake);
+                wakes::defer(wake);
                 Ok(())
             }
             _ => pool.try_submit(job),
