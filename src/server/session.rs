@@ -10,7 +10,9 @@
 //! - `output`: the queue that keeps pipelined answers (file bodies
 //!   included) in order;
 //! - `deadlines`: the read and send clocks;
-//! - `meter`: what the connection counts for the metrics.
+//! - `meter`: what the connection counts for the metrics;
+//! - `service`: the [`Service`](crate::backend::Service) that opens a
+//!   session per connection.
 //!
 //! Slow clients are bounded both ways. A body whose next bytes take longer
 //! than the body read timeout gets a 408 and a close (streamed or buffered,
@@ -31,6 +33,7 @@ mod meter;
 mod meter_tests;
 mod mode;
 mod output;
+mod service;
 #[cfg(test)]
 mod slow_client_tests;
 #[cfg(test)]
@@ -45,9 +48,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::app::{App, BufferConfig, ResponseEvent, ServerAddr};
-use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
+use crate::backend::{Linger, Notifier, Output, Peer, Session};
 use crate::http::{Defaults, Limits, RequestHead, ServerConn};
-use crate::metrics::counters::{Cause, Shard};
+use crate::metrics::counters::Cause;
 use crate::reply::Reply;
 use crate::routes::Router;
 use crate::tls::{Secured, TlsInfo};
@@ -57,6 +60,7 @@ use app_call::AppCall;
 use meter::Meter;
 use mode::Mode;
 use output::OutputQueue;
+pub use service::HttpService;
 
 /// How long a drain waits for the first request of a connection accepted
 /// just before it (then the connection closes as an idle one would).
@@ -138,71 +142,6 @@ impl Shared {
             ..super::Config::default()
         };
         Shared::new(config, app, Arc::new(ServerAddr::Unix("/test".into())))
-    }
-}
-
-/// Opens an [`HttpSession`] per connection; one per core thread.
-pub struct HttpService {
-    shared: Arc<Shared>,
-    /// This core thread's metrics, when they are served.
-    shard: Option<&'static Shard>,
-}
-
-impl HttpService {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        HttpService {
-            shared,
-            shard: None,
-        }
-    }
-
-    /// Count this core's connections and requests in `shard`.
-    pub fn counting(mut self, shard: Option<&'static Shard>) -> Self {
-        self.shard = shard;
-        self
-    }
-}
-
-impl Service for HttpService {
-    type Session = HttpSession;
-
-    fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
-        let now = Instant::now();
-        let mut conn = ServerConn::new(self.shared.limits);
-        if let Some(defaults) = &self.shared.response_defaults {
-            conn.set_defaults(defaults.clone());
-        }
-        // A PROXY protocol preamble and the first head are held to the head's
-        // timeout together, from the connection's start.
-        let preamble = self.shared.proxy.expects_preamble(peer);
-        if preamble {
-            conn.expect_preamble();
-        }
-        let meter = self.shard.map(|shard| Meter::open(shard, &mut conn));
-        HttpSession {
-            conn,
-            meter,
-            // A connection that never sends a head is held to the head's timeout.
-            deadline: Some(now + self.shared.header_read_timeout),
-            head_started: preamble.then_some(now),
-            request_started: now,
-            log: access_log::Backlog::default(),
-            body_clock: None,
-            send_since: None,
-            output: OutputQueue::default(),
-            pending: None,
-            app: None,
-            events: Vec::new(),
-            mode: Mode::Http1,
-            closed: false,
-            given_up: false,
-            eof: false,
-            shutting: false,
-            peer: peer.clone(),
-            tls: None,
-            notifier,
-            shared: self.shared.clone(),
-        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::tests::{drain, notifier, service};
 use super::*;
+use crate::backend::Service;
 use crate::metrics::counters::Region;
 
 #[test]

@@ -1,6 +1,7 @@
 //! Sans-IO session tests: the session driven by hand, the application on threads.
 
 use super::*;
+use crate::backend::Service;
 use std::io::Write;
 
 /// A notifier nobody drains (these sessions are driven by hand).

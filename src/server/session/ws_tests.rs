@@ -10,7 +10,7 @@ use crate::app::conduit::BODY_HIGH_WATER;
 use crate::app::testing::{answer, echo_messages, receive_ws, send, ws_echo, ThreadApp};
 use crate::app::{RequestKind, ResponseEvent, WsMessage};
 use crate::backend::share::Board;
-use crate::backend::Linger;
+use crate::backend::{Linger, Service};
 use crate::ws::frame::opcode::{BINARY, CLOSE, CONTINUATION as CONT, PING, PONG, TEXT};
 use crate::ws::frame::{client_frame, parse_server_frame};
 use crate::ws::Keepalive;
