@@ -74,7 +74,7 @@ pub(super) struct Inbound {
     body: VecDeque<Vec<u8>>,
     body_pos: usize,
     /// The part of a buffered body past its memory, read after `body`.
-    pub(super) spill: Option<File>,
+    spill: Option<File>,
     /// The bytes in `spill` when it was handed over.
     spill_len: u64,
     /// The body was handed over whole, buffered by the core ([`Conduit::push_complete`]).
@@ -82,7 +82,7 @@ pub(super) struct Inbound {
     /// WebSocket messages not received yet.
     ws_in: VecDeque<WsMessage>,
     /// Bytes in `body` not read yet, plus the weight of `ws_in`.
-    pub(super) buffered: usize,
+    buffered: usize,
     body_end: bool,
     /// The core was told to stop reading (push_body returned false).
     core_stopped: bool,
@@ -125,7 +125,7 @@ impl Inbound {
 
     /// The app wants the body: a client waiting for `100 Continue` gets it.
     /// Returns whether the core must be notified.
-    pub(super) fn want_body(&mut self) -> bool {
+    fn want_body(&mut self) -> bool {
         if self.expect == Continue::Expected {
             self.expect = Continue::Wanted;
             return true;
