@@ -1,4 +1,4 @@
-//! A connection driven the way `src/server/session.rs` drives one, minus the
+//! A connection driven the way `src/server/session/` drives one, minus the
 //! sockets and the app: every request is answered with a small response so
 //! that pipelined requests proceed, a valid WebSocket handshake is accepted
 //! and the connection carries on as a [`WsConn`] that echoes, and what
