@@ -61,6 +61,28 @@ impl AppCall {
         }
     }
 
+    /// The request's body is complete: handed over whole if the core
+    /// buffered it; an error if the buffer's file failed.
+    pub(super) fn end_body(&mut self) -> std::io::Result<()> {
+        self.body_complete = true;
+        match self.buffer.take().map(BodyBuffer::finish) {
+            None => self.conduit.end_body(),
+            Some(body) => self.conduit.push_complete(body?),
+        }
+        Ok(())
+    }
+
+    /// Whether the app just asked for the `100 Continue` the client waits
+    /// for (then it is owed no more).
+    pub(super) fn take_continue(&mut self) -> bool {
+        // Only a request that expects it can want `100 Continue`: no lock otherwise.
+        if self.continue_owed && self.conduit.take_continue() {
+            self.continue_owed = false;
+            return true;
+        }
+        false
+    }
+
     /// `n` bytes of output were written (some of them perhaps a previous
     /// answer's: the credit only needs to be roughly right).
     pub(super) fn written(&self, n: usize) {

@@ -111,11 +111,8 @@ impl HttpSession {
     /// The request's body is complete (an inline app runs now).
     pub(super) fn app_body_end(&mut self, out: &mut Vec<u8>) {
         if let Some(call) = &mut self.app {
-            call.body_complete = true;
-            match call.buffer.take().map(BodyBuffer::finish) {
-                None => call.conduit.end_body(),
-                Some(Ok(body)) => call.conduit.push_complete(body),
-                Some(Err(e)) => return self.app_buffer_failed(&e, out),
+            if let Err(e) = call.end_body() {
+                return self.app_buffer_failed(&e, out);
             }
         }
         self.app_progress(out);
@@ -151,9 +148,7 @@ impl HttpSession {
             self.app = Some(call);
             return;
         }
-        // Only a request that expects it can want `100 Continue`: no lock otherwise.
-        if call.continue_owed && call.conduit.take_continue() {
-            call.continue_owed = false;
+        if call.take_continue() {
             self.conn.write_continue(out);
         }
         let mut events = std::mem::take(&mut self.events);
