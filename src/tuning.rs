@@ -25,6 +25,10 @@ pub struct Tuning {
     /// `M0_LINGER_MS`: the quiet spell that ends a lingering close (None: `0`,
     /// closed at once).
     pub linger: Option<Duration>,
+    /// `M0_DRAIN_IDLE_MS`: how long after its last answer a keep-alive
+    /// connection idle at the drain's start is kept for a request that may
+    /// be on its way (None: `0`, closed at once, the negative arm).
+    pub drain_idle: Option<Duration>,
     /// `M0_URING_DISABLED`: act as if the kernel refused io_uring.
     pub uring_disabled: bool,
     /// `M0_POOL_TURN`: the GIL turn's barrier and keep rule.
@@ -42,6 +46,12 @@ pub struct Tuning {
 
 /// Admissions per door per pass by default (docs/design/accept-batch.md).
 pub const DEFAULT_ACCEPT_BATCH: usize = 16;
+/// How long after its last answer an idle keep-alive connection is kept by a
+/// drain by default: far beyond the gap between an answer and the next
+/// request of a client that sends back to back (a round trip; on loopback
+/// well under a millisecond, bench/results/drain-idle-gap.md), and short
+/// enough that a drain of idle connections stays short.
+pub const DEFAULT_DRAIN_IDLE: Duration = Duration::from_millis(1000);
 /// The lingering close's quiet spell by default: as long as a WebSocket
 /// client has to answer our Close, and nginx's `lingering_timeout`.
 pub const DEFAULT_LINGER: Duration = Duration::from_millis(5000);
@@ -54,6 +64,7 @@ impl Default for Tuning {
             accept_rotate: true,
             accept_balance: true,
             linger: Some(DEFAULT_LINGER),
+            drain_idle: Some(DEFAULT_DRAIN_IDLE),
             uring_disabled: false,
             pool_turn: true,
             pool_turn_keep: true,
@@ -98,6 +109,11 @@ impl Tuning {
             accept_balance: switch("M0_ACCEPT_BALANCE")?.unwrap_or(d.accept_balance),
             linger: match number("M0_LINGER_MS")? {
                 None => d.linger,
+                Some(0) => None,
+                Some(ms) => Some(Duration::from_millis(ms)),
+            },
+            drain_idle: match number("M0_DRAIN_IDLE_MS")? {
+                None => d.drain_idle,
                 Some(0) => None,
                 Some(ms) => Some(Duration::from_millis(ms)),
             },
@@ -155,6 +171,7 @@ mod tests {
             ("M0_ACCEPT_ROTATE", " 0 "),
             ("M0_ACCEPT_BALANCE", "0"),
             ("M0_LINGER_MS", "0"),
+            ("M0_DRAIN_IDLE_MS", "0"),
             ("M0_URING_DISABLED", "1"),
             ("M0_POOL_TURN", "0"),
             ("M0_POOL_TURN_KEEP", "0"),
@@ -172,6 +189,7 @@ mod tests {
                 accept_rotate: false,
                 accept_balance: false,
                 linger: None,
+                drain_idle: None,
                 uring_disabled: true,
                 pool_turn: false,
                 pool_turn_keep: false,

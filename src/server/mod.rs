@@ -172,7 +172,7 @@ pub fn run(options: Options) -> io::Result<i32> {
             send_timeout: config.send_timeout,
         })
     });
-    let shared = Arc::new(session::Shared::new(config, app, server));
+    let shared = Arc::new(session::Shared::new(config, &tuning, app, server));
     let _sampler = match (metrics, &shared.app) {
         (Some(region), Some(app)) => sampler::Sampler::start(region, worker, app.clone()),
         _ => None,

@@ -28,7 +28,8 @@ impl HttpSession {
         } else if let Some(since) = self.body_clock {
             Some(since + self.shared.body_read_timeout)
         } else if self.between_requests() {
-            Some(now + self.shared.keep_alive_timeout)
+            let idle = now + self.shared.keep_alive_timeout;
+            Some(self.held_by_drain.map_or(idle, |until| until.min(idle)))
         } else {
             None
         };
@@ -45,6 +46,28 @@ impl HttpSession {
             && crate::backend::Session::wants_read(self)
             && !self.conn.is_idle()
             && !self.conn.has_partial_head()
+    }
+
+    /// A kept-alive connection whose last answer went out (or is going out)
+    /// without `Connection: close` as the drain begins: a client that sends
+    /// back to back may have sent its next request already, and a close now
+    /// would reach it unanswered. Held until the idle grace since that
+    /// answer (when its keep-alive clock started; now, while it is still
+    /// being sent) is over; a request in it is answered with `Connection:
+    /// close`. None: idle for longer already, or no grace
+    /// (`M0_DRAIN_IDLE_MS=0`): closed once its answer is sent.
+    pub(super) fn drain_hold(&mut self, now: Instant) -> Option<Instant> {
+        let grace = self.shared.drain_idle?;
+        let answered = match self.output.is_empty() {
+            true => self
+                .deadline
+                .and_then(|d| d.checked_sub(self.shared.keep_alive_timeout))
+                .unwrap_or(now),
+            false => now,
+        };
+        let until = answered + grace;
+        self.held_by_drain = (until > now).then_some(until);
+        self.held_by_drain
     }
 
     /// Start or stop the send clock as output is queued or drained.

@@ -102,6 +102,11 @@ impl HttpSession {
     /// sends the body.
     fn on_head(&mut self, head: RequestHead, out: &mut Vec<u8>) {
         crate::server::request_budget::count();
+        if self.held_by_drain.take().is_some() {
+            // The request the drain held the connection for: its answer
+            // is the last (`Connection: close`).
+            self.conn.close_after_response();
+        }
         let reply = match (self.shared.router.route(&head), &self.shared.app) {
             (Some(reply), _) => reply,
             (None, Some(app)) => match self.ws_handshake(app.as_ref(), &head) {

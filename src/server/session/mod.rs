@@ -54,6 +54,7 @@ use crate::metrics::counters::Cause;
 use crate::reply::Reply;
 use crate::routes::Router;
 use crate::tls::{Secured, TlsInfo};
+use crate::tuning::Tuning;
 
 use super::access_log;
 use app_call::AppCall;
@@ -98,6 +99,9 @@ pub struct Shared {
     pub send_timeout: Duration,
     /// Proxy headers and the PROXY protocol.
     pub proxy: super::proxy::ProxyConfig,
+    /// How long after its last answer a keep-alive connection idle at the
+    /// drain's start is kept (None: closed at once; [`Tuning::drain_idle`]).
+    pub drain_idle: Option<Duration>,
 }
 
 impl Shared {
@@ -106,6 +110,7 @@ impl Shared {
     /// the address the app is told.
     pub fn new(
         config: super::Config,
+        tuning: &Tuning,
         app: Option<Arc<dyn App>>,
         server: Arc<ServerAddr>,
     ) -> Shared {
@@ -127,6 +132,7 @@ impl Shared {
             body_read_timeout: config.body_read_timeout,
             send_timeout: config.send_timeout,
             proxy: config.proxy,
+            drain_idle: tuning.drain_idle,
         }
     }
 
@@ -141,7 +147,8 @@ impl Shared {
             body_buffer: None,
             ..super::Config::default()
         };
-        Shared::new(config, app, Arc::new(ServerAddr::Unix("/test".into())))
+        let server = Arc::new(ServerAddr::Unix("/test".into()));
+        Shared::new(config, &Tuning::default(), app, server)
     }
 }
 
@@ -181,6 +188,9 @@ pub struct HttpSession {
     eof: bool,
     /// Graceful shutdown began: done as soon as idle.
     shutting: bool,
+    /// Held by the drain until then for a request that may be on its way
+    /// ([`HttpSession::drain_hold`]).
+    held_by_drain: Option<Instant>,
     peer: Peer,
     /// The TLS facts, once a [`crate::tls::TlsSession`] around this one
     /// finished its handshake.
@@ -366,18 +376,31 @@ impl Session for HttpSession {
         }
     }
 
-    /// Between requests, and not a fresh connection whose first request is
-    /// still to come (a drain answers that one rather than close under it).
+    /// Between requests, and neither a fresh connection whose first request
+    /// is still to come nor a kept-alive one a drain holds for its next (a
+    /// drain answers those rather than close under them).
     fn idle(&self) -> bool {
-        self.between_requests() && !self.conn.is_fresh()
+        self.between_requests() && !self.conn.is_fresh() && self.held_by_drain.is_none()
     }
 
     fn on_shutdown(&mut self) {
-        self.conn.close_after_response();
         self.shutting = true;
-        if self.conn.is_fresh() {
+        let now = Instant::now();
+        let grace = if self.conn.is_fresh() {
             // Its request is on the way; one that is not closes soon.
-            let grace = Instant::now() + FRESH_GRACE;
+            Some(now + FRESH_GRACE)
+        } else if self.app.is_none() && self.conn.is_idle() && matches!(self.mode, Mode::Http1) {
+            // Between requests, its last answer sent or still in the queue.
+            self.drain_hold(now)
+        } else {
+            None
+        };
+        // A held connection is told to close by its next head instead: told
+        // now, the protocol would close it as the idle one it is.
+        if self.held_by_drain.is_none() {
+            self.conn.close_after_response();
+        }
+        if let Some(grace) = grace {
             self.deadline = Some(self.deadline.map_or(grace, |d| d.min(grace)));
         }
         if let Mode::WebSocket(_) = self.mode {

@@ -71,6 +71,7 @@ impl Service for HttpService {
             given_up: false,
             eof: false,
             shutting: false,
+            held_by_drain: None,
             peer: peer.clone(),
             tls: None,
             notifier,

@@ -111,9 +111,76 @@ fn an_idle_connection_gets_the_keep_alive_deadline() {
     assert!(!s.aborted(), "an idle close is not a client given up on");
 }
 
+/// A service whose drain keeps an idle keep-alive connection for `grace`
+/// after its last answer (None: closes it at once).
+fn draining_service(grace: Option<Duration>) -> HttpService {
+    let mut shared = Shared::for_tests(Router::default(), None);
+    shared.drain_idle = grace;
+    HttpService::new(Arc::new(shared))
+}
+
+#[test]
+fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_idle_connection() {
+    let get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut just = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, notifier());
+    just.on_read(get, Instant::now());
+    drain(&mut just);
+    just.on_shutdown();
+    assert!(
+        !just.done() && !just.idle(),
+        "closed under a request on its way"
+    );
+    let held = just.deadline().expect("held until the grace ends");
+    assert!(held <= Instant::now() + Duration::from_secs(1));
+    just.on_read(get, Instant::now());
+    assert!(String::from_utf8(drain(&mut just))
+        .unwrap()
+        .contains("Connection: close"));
+    assert!(just.done());
+    // An answer encoded for a kept-alive connection but still queued as
+    // the drain begins: its client will send again once it reads it.
+    let mut queued = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, notifier());
+    queued.on_read(get, Instant::now());
+    queued.on_shutdown();
+    assert!(String::from_utf8(drain(&mut queued))
+        .unwrap()
+        .starts_with("HTTP/1.1 404"));
+    assert!(
+        !queued.done(),
+        "closed under the request its answer invites"
+    );
+    queued.on_read(get, Instant::now());
+    assert!(String::from_utf8(drain(&mut queued))
+        .unwrap()
+        .contains("Connection: close"));
+    assert!(queued.done());
+    // Nothing came: closed once the grace since the last answer is over.
+    let mut quiet = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, notifier());
+    quiet.on_read(get, Instant::now());
+    drain(&mut quiet);
+    quiet.on_shutdown();
+    let held = quiet.deadline().unwrap();
+    quiet.on_deadline(held);
+    assert!(quiet.done());
+    // Idle longer than the grace already: a client sending back to back
+    // would have sent; closed at once.
+    let mut long = draining_service(Some(Duration::from_millis(1))).open(&Peer::Unix, notifier());
+    long.on_read(get, Instant::now());
+    drain(&mut long);
+    std::thread::sleep(Duration::from_millis(5));
+    long.on_shutdown();
+    assert!(long.done() && long.idle());
+    // The negative arm (M0_DRAIN_IDLE_MS=0): closed at once, the old rule.
+    let mut at_once = draining_service(None).open(&Peer::Unix, notifier());
+    at_once.on_read(get, Instant::now());
+    drain(&mut at_once);
+    at_once.on_shutdown();
+    assert!(at_once.done());
+}
+
 #[test]
 fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
-    let mut idle = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut idle = draining_service(None).open(&Peer::Unix, notifier());
     idle.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
     drain(&mut idle);
     idle.on_shutdown();
@@ -136,7 +203,9 @@ fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
     let grace = silent.deadline().unwrap();
     silent.on_deadline(grace);
     assert!(silent.done());
-    let mut busy = service(Router::default()).open(&Peer::Unix, notifier());
+    // Without the drain's hold (M0_DRAIN_IDLE_MS=0): an answer queued but
+    // not sent as the drain begins is the connection's last.
+    let mut busy = draining_service(None).open(&Peer::Unix, notifier());
     busy.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
     busy.on_shutdown();
     // Done, but the backend closes only once the queued answer is written.

@@ -1,0 +1,114 @@
+"""A drain loses no request of a client that does not retry (issue 33,
+point 1): eight http.client threads, half on keep-alive connections, half on
+a new connection per request, none retrying, through three SIGHUP rolls,
+recycles by --workers-max-requests and a SIGTTOU, on both backends: every
+request answered 200.
+
+A connection open at the drain's start is not closed under a request that
+may be on its way: its next response carries `Connection: close`, and one
+idle at the drain's start is kept for the idle grace (M0_DRAIN_IDLE_MS)
+since its last response before it is closed. The negative arm,
+M0_DRAIN_IDLE_MS=0, closes the idle ones at once (the old rule), and a
+client that had just sent its next request on one gets no answer."""
+
+from __future__ import annotations
+
+import http.client
+import signal
+import threading
+import time
+from collections import Counter
+from typing import List
+
+import pytest
+from test_workers import started
+
+from helpers import stop_cleanly
+
+CLIENTS = 8
+
+
+class Clients:
+    """CLIENTS threads GETting / until stopped, the first half on one
+    keep-alive connection each (a new one only after the server said
+    `Connection: close`), the rest on a new connection per request; no
+    request is ever retried. Statuses and errors are counted."""
+
+    def __init__(self, address) -> None:
+        self.address = address
+        self.statuses: Counter = Counter()
+        self.errors: List[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(i < CLIENTS // 2,), daemon=True) for i in range(CLIENTS)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, keep_alive: bool) -> None:
+        conn = None
+        while not self._stop.is_set():
+            if conn is None:
+                conn = http.client.HTTPConnection(*self.address, timeout=10)
+            try:
+                conn.request("GET", "/", headers={} if keep_alive else {"Connection": "close"})
+                response = conn.getresponse()
+                response.read()
+                closing = response.getheader("Connection", "").lower() == "close"
+                with self._lock:
+                    self.statuses[response.status] += 1
+            except OSError as e:  # RemoteDisconnected, resets, timeouts
+                with self._lock:
+                    self.errors.append(f"{'kept-alive' if keep_alive else 'new'} connection at {time.monotonic():.3f}: {e!r}")
+                closing = True
+            if closing or not keep_alive:
+                conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(15)
+
+
+def roll_recycle_and_scale_down(backend: str, env: dict) -> tuple[Clients, str]:
+    """Three rolls, recycles, a worker added and one removed, under the
+    clients; their counts, and the supervisor's log."""
+    server = started(backend, "workers_app:app", 2, "--workers-max-requests=300", env=env)
+    try:
+        clients = Clients(server.address)
+        try:
+            for n in range(1, 4):
+                server.proc.send_signal(signal.SIGHUP)
+                give_up = time.monotonic() + 30
+                while server.output.count("rolling restart done") < n:
+                    assert time.monotonic() < give_up, f"roll {n} did not finish\n{server.output}"
+                    time.sleep(0.05)
+            server.proc.send_signal(signal.SIGTTIN)
+            server.wait_for(r"worker 3 \(pid \d+\) ready", 20)
+            server.proc.send_signal(signal.SIGTTOU)
+            server.wait_for(r"worker 3 \(pid \d+\) drained", 20)
+        finally:
+            clients.stop()
+    finally:
+        stop_cleanly(server)
+    return clients, server.output
+
+
+def test_rolls_recycles_and_scale_down_lose_no_request_of_a_client_that_does_not_retry(backend: str):
+    clients, log = roll_recycle_and_scale_down(backend, {})
+    assert "recycling it" in log, "no worker was recycled by --workers-max-requests under the load"
+    assert clients.errors == [], f"{len(clients.errors)} requests lost, e.g. {clients.errors[:3]}"
+    assert set(clients.statuses) == {200}, clients.statuses
+    assert clients.statuses[200] > 500, clients.statuses
+
+
+def test_closing_idle_keep_alive_connections_at_once_loses_requests(backend: str):
+    """The negative arm: the old rule, an idle keep-alive connection closed
+    the moment the drain begins."""
+    clients, _ = roll_recycle_and_scale_down(backend, {"M0_DRAIN_IDLE_MS": "0"})
+    lost = [e for e in clients.errors if "RemoteDisconnected" in e or "Reset" in e]
+    assert lost, f"closing idle connections at once lost nothing: {clients.statuses}"
