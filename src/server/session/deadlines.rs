@@ -10,6 +10,16 @@ use crate::metrics::counters::Cause;
 use super::mode::Mode;
 use super::HttpSession;
 
+/// How a drain holds a kept-alive connection for the request that may be on
+/// its way ([`HttpSession::drain_hold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DrainHold {
+    /// Its last answer is still being sent: the grace starts when it is.
+    AfterSent,
+    /// Until then.
+    Until(Instant),
+}
+
 impl HttpSession {
     /// Set the read deadline that fits the state: the head's timeout while a
     /// head is arriving, the body's while a body is wanted, the keep-alive
@@ -29,7 +39,15 @@ impl HttpSession {
             Some(since + self.shared.body_read_timeout)
         } else if self.between_requests() {
             let idle = now + self.shared.keep_alive_timeout;
-            Some(self.held_by_drain.map_or(idle, |until| until.min(idle)))
+            if let (Some(DrainHold::AfterSent), Some(grace)) =
+                (self.held_by_drain, self.shared.drain_idle)
+            {
+                self.held_by_drain = Some(DrainHold::Until(now + grace));
+            }
+            match self.held_by_drain {
+                Some(DrainHold::Until(until)) => Some(until.min(idle)),
+                _ => Some(idle),
+            }
         } else {
             None
         };
@@ -52,22 +70,29 @@ impl HttpSession {
     /// without `Connection: close` as the drain begins: a client that sends
     /// back to back may have sent its next request already, and a close now
     /// would reach it unanswered. Held until the idle grace since that
-    /// answer (when its keep-alive clock started; now, while it is still
-    /// being sent) is over; a request in it is answered with `Connection:
-    /// close`. None: idle for longer already, or no grace
-    /// (`M0_DRAIN_IDLE_MS=0`): closed once its answer is sent.
-    pub(super) fn drain_hold(&mut self, now: Instant) -> Option<Instant> {
-        let grace = self.shared.drain_idle?;
-        let answered = match self.output.is_empty() {
-            true => self
+    /// answer's last byte was sent (when its keep-alive clock started) is
+    /// over; a request in it is answered with `Connection: close`. Not held
+    /// when idle for longer already, or with no grace
+    /// (`M0_DRAIN_IDLE_MS=0`): closed once its answer is sent. Whether held.
+    pub(super) fn drain_hold(&mut self, now: Instant) -> bool {
+        let Some(grace) = self.shared.drain_idle else {
+            return false;
+        };
+        self.held_by_drain = if self.output.is_empty() {
+            let answered = self
                 .deadline
                 .and_then(|d| d.checked_sub(self.shared.keep_alive_timeout))
-                .unwrap_or(now),
-            false => now,
+                .unwrap_or(now);
+            let until = answered + grace;
+            (until > now).then_some(DrainHold::Until(until))
+        } else {
+            // Its clock starts when the answer is sent (`rearm`).
+            Some(DrainHold::AfterSent)
         };
-        let until = answered + grace;
-        self.held_by_drain = (until > now).then_some(until);
-        self.held_by_drain
+        if let Some(DrainHold::Until(until)) = self.held_by_drain {
+            self.deadline = Some(self.deadline.map_or(until, |d| d.min(until)));
+        }
+        self.held_by_drain.is_some()
     }
 
     /// Start or stop the send clock as output is queued or drained.

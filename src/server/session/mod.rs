@@ -190,7 +190,7 @@ pub struct HttpSession {
     shutting: bool,
     /// Held by the drain until then for a request that may be on its way
     /// ([`HttpSession::drain_hold`]).
-    held_by_drain: Option<Instant>,
+    held_by_drain: Option<deadlines::DrainHold>,
     peer: Peer,
     /// The TLS facts, once a [`crate::tls::TlsSession`] around this one
     /// finished its handshake.
@@ -386,22 +386,17 @@ impl Session for HttpSession {
     fn on_shutdown(&mut self) {
         self.shutting = true;
         let now = Instant::now();
-        let grace = if self.conn.is_fresh() {
+        if self.conn.is_fresh() {
             // Its request is on the way; one that is not closes soon.
-            Some(now + FRESH_GRACE)
-        } else if self.app.is_none() && self.conn.is_idle() && matches!(self.mode, Mode::Http1) {
-            // Between requests, its last answer sent or still in the queue.
-            self.drain_hold(now)
-        } else {
-            None
-        };
-        // A held connection is told to close by its next head instead: told
-        // now, the protocol would close it as the idle one it is.
-        if self.held_by_drain.is_none() {
-            self.conn.close_after_response();
-        }
-        if let Some(grace) = grace {
+            let grace = now + FRESH_GRACE;
             self.deadline = Some(self.deadline.map_or(grace, |d| d.min(grace)));
+        }
+        // Between requests, its last answer sent or still in the queue: held
+        // for the next, which is told to close by its head instead (told
+        // now, the protocol would close it as the idle one it is).
+        let between = self.app.is_none() && self.conn.is_idle() && !self.conn.is_fresh();
+        if !(between && matches!(self.mode, Mode::Http1) && self.drain_hold(now)) {
+            self.conn.close_after_response();
         }
         if let Mode::WebSocket(_) = self.mode {
             self.ws_shutdown(Instant::now());
