@@ -36,13 +36,16 @@ impl Machine {
     /// starting already. A slot with no ready worker (it is being restarted
     /// anyway) is passed over.
     pub(super) fn step_queue(&mut self, now: Instant) {
+        // A roll is done once its own slots are replaced, whatever recycles
+        // are queued behind it (they may never run out).
+        let rolled = |s: &super::Slot| matches!(s.queued, Some(Why::Roll | Why::Reload));
+        if self.rolling && !self.slots.iter().any(rolled) {
+            self.out.log(Level::Info, "rolling restart done".into());
+            self.out.push(Action::Rolling(false));
+            self.rolling = false;
+        }
         while !self.stopping() && self.slots.iter().all(|s| s.replacement.is_none()) {
             let Some(index) = self.queue.pop_front() else {
-                if self.rolling {
-                    self.out.log(Level::Info, "rolling restart done".into());
-                    self.out.push(Action::Rolling(false));
-                    self.rolling = false;
-                }
                 return;
             };
             let Some(slot) = self.slots.get_mut(index).filter(|s| s.queued.is_some()) else {

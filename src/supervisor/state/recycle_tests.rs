@@ -139,3 +139,19 @@ fn recycles_wait_for_the_first_start_and_stop_with_a_shutdown() {
     sim.signal(SIGTERM);
     assert!(spawns(&sim.tick()).is_empty(), "stopping");
 }
+
+#[test]
+fn a_roll_is_done_once_its_slots_are_replaced_though_recycles_are_queued_behind_it() {
+    let mut sim = Sim::booted(config(2));
+    sim.signal(signal_hook::consts::SIGHUP);
+    sim.ready(102);
+    // The first replacement served its requests while the second starts.
+    sim.say(102, served_all());
+    let queued = sim.tick();
+    assert!(spawns(&queued).is_empty(), "one replacement at a time");
+    let second = sim.ready(103);
+    assert!(logged(&second, "rolling restart done"), "{second:?}");
+    assert!(second.contains(&Action::Rolling(false)));
+    // And the recycle runs after it.
+    assert_eq!(spawns(&second), [(1, true)]);
+}
