@@ -190,10 +190,15 @@ def stop_servers(servers):
 
 def alternate(spec, servers, measure):
     """Each round measures every arm in turn (`measure(port)` -> dict), so
-    drift on the machine falls on every arm alike; prints each run."""
+    drift on the machine falls on every arm alike, and the arm that starts a
+    round moves on by one each round, so an arm is not always measured first
+    (the first of a round measured slower on portable ASGI: bench/HISTORY.md,
+    ab-ws-binary-64k-portable); prints each run."""
     runs = []
+    arms = spec["arms"]
     for rnd in range(1, spec["rounds"] + 1):
-        for arm in spec["arms"]:
+        first = (rnd - 1) % len(arms)
+        for arm in arms[first:] + arms[:first]:
             _, port = servers[arm["name"]]
             r = dict(measure(port), round=rnd, arm=arm["name"])
             runs.append(r)
