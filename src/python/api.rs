@@ -65,11 +65,8 @@ impl Server {
             env,
             ..
         } = invocation;
-        super::set_env(py, &env)?;
-        if let Some(path) = &app.as_ref().and_then(|spec| spec.log_config.clone()) {
-            super::log_bridge::configure(py, path)?;
-        }
         let spec = app.expect("parse_for_object gives the object's spec");
+        super::before_import(py, &env, &spec)?;
         cli::init_logging(log_level, log_format, None);
         let object = match load::called(py, &spec, object.bind(py).clone()) {
             Ok(object) => object,

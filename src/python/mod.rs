@@ -72,22 +72,17 @@ fn run(py: Python<'_>, argv: &[OsString], invocation: Invocation) -> PyResult<i3
     }
     let relaunch =
         || relaunch(py, argv).map_err(|e| format!("finding the interpreter to start workers: {e}"));
-    let (options, spec) = match cli::role(invocation, relaunch) {
+    let (options, env, spec) = match cli::role(invocation, relaunch) {
         Err(status) => return Ok(status),
         Ok((Role::Supervisor(plan), _)) => {
             let _sigint = SigintTaken::take(py)?;
             return Ok(py.detach(|| supervisor::run(plan)));
         }
-        Ok((Role::Worker(options, env), spec)) => {
-            set_env(py, &env)?;
-            (options, spec.expect("checked above"))
-        }
+        Ok((Role::Worker(options, env), spec)) => (options, env, spec.expect("checked above")),
     };
-    if let Some(path) = &spec.log_config {
-        if let Err(e) = log_bridge::configure(py, path) {
-            eprintln!("m0serve: error: --log-config {}: {e}", path.display());
-            return Ok(USAGE);
-        }
+    if let Err(e) = before_import(py, &env, &spec) {
+        eprintln!("m0serve: error: {}", e.value(py));
+        return Ok(USAGE);
     }
     let object = match load::load(py, &spec) {
         Ok(object) => object,
@@ -207,6 +202,24 @@ fn drain_clock(options: &mut Options) -> Arc<Mutex<Option<Instant>>> {
         }
     }));
     began
+}
+
+/// What is set up before the application's import, in a worker and for
+/// the Python API's object alike: the `--env-file`s' variables, then
+/// `--log-config` (a failure of which names the flag and the file).
+fn before_import(py: Python<'_>, env: &[(String, String)], spec: &AppSpec) -> PyResult<()> {
+    set_env(py, env)?;
+    if let Some(path) = &spec.log_config {
+        log_bridge::configure(py, path).map_err(|e| {
+            let named = pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "--log-config {}: {e}",
+                path.display()
+            ));
+            named.set_cause(py, Some(e));
+            named
+        })?;
+    }
+    Ok(())
 }
 
 /// Set the `--env-file`s' variables `os.environ` does not have yet, through
