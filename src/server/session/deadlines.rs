@@ -66,19 +66,20 @@ impl HttpSession {
             && !self.conn.has_partial_head()
     }
 
-    /// A kept-alive connection whose last answer went out (or is going out)
-    /// without `Connection: close` as the drain begins: a client that sends
-    /// back to back may have sent its next request already, and a close now
-    /// would reach it unanswered. Held until the idle grace since that
-    /// answer's last byte was sent (when its keep-alive clock started) is
-    /// over; a request in it is answered with `Connection: close`. Not held
-    /// when idle for longer already, or with no grace
-    /// (`M0_DRAIN_IDLE_MS=0`): closed once its answer is sent. Whether held.
+    /// A kept-alive connection whose last answer went out (or is going out,
+    /// or is being written) without `Connection: close` as the drain begins:
+    /// a client that sends back to back may have sent its next request
+    /// already, and a close now would reach it unanswered. Held until the
+    /// idle grace since that answer's last byte was sent (when its keep-alive
+    /// clock started) is over; a request in it is answered with
+    /// `Connection: close`. Not held when idle for longer already, or with no
+    /// grace (`M0_DRAIN_IDLE_MS=0`): closed once its answer is sent. Whether
+    /// held.
     pub(super) fn drain_hold(&mut self, now: Instant) -> bool {
         let Some(grace) = self.shared.drain_idle else {
             return false;
         };
-        self.held_by_drain = if self.output.is_empty() {
+        self.held_by_drain = if self.between_requests() {
             let answered = self
                 .deadline
                 .and_then(|d| d.checked_sub(self.shared.keep_alive_timeout))
@@ -86,7 +87,7 @@ impl HttpSession {
             let until = answered + grace;
             (until > now).then_some(DrainHold::Until(until))
         } else {
-            // Its clock starts when the answer is sent (`rearm`).
+            // Its clock starts when the answer is done and sent (`rearm`).
             Some(DrainHold::AfterSent)
         };
         if let Some(DrainHold::Until(until)) = self.held_by_drain {

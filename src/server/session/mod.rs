@@ -391,11 +391,12 @@ impl Session for HttpSession {
             let grace = now + FRESH_GRACE;
             self.deadline = Some(self.deadline.map_or(grace, |d| d.min(grace)));
         }
-        // Between requests, its last answer sent or still in the queue: held
-        // for the next, which is told to close by its head instead (told
-        // now, the protocol would close it as the idle one it is).
-        let between = self.app.is_none() && self.conn.is_idle() && !self.conn.is_fresh();
-        if !(between && matches!(self.mode, Mode::Http1) && self.drain_hold(now)) {
+        // An answer's head told the client the connection stays (the answer
+        // sent, queued or still being written): held for the next request,
+        // which is told to close by its head instead. Told now, the protocol
+        // would close under a request that may be on its way.
+        let promised = matches!(self.mode, Mode::Http1) && self.conn.keep_alive_promised();
+        if !(promised && self.drain_hold(now)) {
             self.conn.close_after_response();
         }
         if let Mode::WebSocket(_) = self.mode {

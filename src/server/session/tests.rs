@@ -728,3 +728,49 @@ fn shutdown_lets_an_answer_in_progress_finish_then_closes() {
     assert!(out.contains("Connection: close\r\n"), "{out}");
     assert!(s.done());
 }
+
+/// The drain begins after the app's head went out saying the connection
+/// stays, before its body ends: the client will send its next request once
+/// it has the answer, so the connection is held for it (answered with
+/// `Connection: close`). Without the hold (`M0_DRAIN_IDLE_MS=0`, `None`) it
+/// closes after the answer whose head said otherwise.
+#[test]
+fn a_drain_begun_mid_answer_holds_the_connection_its_head_kept_open() {
+    for grace in [Some(Duration::from_secs(1)), None] {
+        let (go, gate) = std::sync::mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let app = ThreadApp::new(move |_req, ex| {
+            let start = ResponseEvent::Start {
+                status: 200,
+                headers: vec![("Content-Length", b"4")].into(),
+            };
+            send(&ex, start).unwrap();
+            let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(5));
+            send(&ex, ResponseEvent::Body(b"done".to_vec().into())).unwrap();
+            send(&ex, ResponseEvent::End).unwrap();
+        });
+        let (mut s, _app, board) = app_session_with(app, |shared| shared.drain_idle = grace);
+        let get = b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
+        s.on_read(get, Instant::now());
+        let head = run_until(&mut s, &board, |_, o| o.contains("\r\n\r\n"));
+        assert!(!head.contains("Connection: close"), "{head}");
+        s.on_shutdown();
+        go.send(()).unwrap();
+        run_until(&mut s, &board, |_, o| o.ends_with("done"));
+        if grace.is_none() {
+            assert!(s.done(), "without the hold, the answer is the last");
+            continue;
+        }
+        assert!(
+            !s.done() && !s.idle(),
+            "closed under the request it invited"
+        );
+        let held = s.deadline().expect("held for the grace");
+        assert!(held <= Instant::now() + Duration::from_secs(1));
+        s.on_read(get, Instant::now());
+        go.send(()).unwrap();
+        let out = run_until(&mut s, &board, |_, o| o.ends_with("done"));
+        assert!(out.contains("Connection: close\r\n"), "{out}");
+        assert!(s.done());
+    }
+}

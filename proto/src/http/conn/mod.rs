@@ -322,6 +322,29 @@ impl ServerConn {
         }
     }
 
+    /// The client was told by an answer's head, the one being written or the
+    /// last one, that the connection stays open, and no next request has
+    /// begun: a close now could cross one on its way, unanswered. A graceful
+    /// shutdown holds such a connection for that request (whose answer then
+    /// says close) rather than close it after this answer.
+    pub fn keep_alive_promised(&self) -> bool {
+        if self.closed || self.upgraded || self.close_after {
+            return false;
+        }
+        match &self.exchange {
+            Some(ex) => matches!(
+                ex.response,
+                Response::Started {
+                    keep_alive: true,
+                    ..
+                }
+            ),
+            // Between requests after a kept-alive answer, or dropping the
+            // rest of its request's body.
+            None => self.received && (self.discard || self.is_idle()),
+        }
+    }
+
     /// Nothing has arrived on the connection yet. A fresh connection is not
     /// an idle keep-alive at shutdown: its client connected to send a
     /// request and will, so it is answered (once) rather than closed under it.

@@ -743,6 +743,45 @@ fn eof_after_a_complete_request_still_answers_it() {
 }
 
 #[test]
+fn keep_alive_is_promised_from_a_kept_alive_head_until_the_next_request_begins() {
+    let mut c = conn();
+    assert!(!c.keep_alive_promised(), "fresh: nothing said yet");
+    c.recv(GET);
+    events(&mut c);
+    assert!(!c.keep_alive_promised(), "its answer can still say close");
+    let mut out = Vec::new();
+    c.start_response(200, &[("Content-Length", b"2")], &mut out);
+    assert!(
+        c.keep_alive_promised(),
+        "the head said the connection stays"
+    );
+    c.write_body(b"ok", &mut out);
+    c.finish_response(&mut out);
+    assert!(c.keep_alive_promised() && c.is_idle());
+    c.recv(b"GET / H");
+    assert!(!c.keep_alive_promised(), "the next request has begun");
+    // A head that says close promises nothing.
+    let mut c = conn();
+    c.recv(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    events(&mut c);
+    c.start_response(200, &[("Content-Length", b"0")], &mut out);
+    assert!(!c.keep_alive_promised());
+    // Shutdown told before the head: the head says close instead.
+    let mut c = conn();
+    c.recv(GET);
+    events(&mut c);
+    c.close_after_response();
+    assert!(respond(&mut c, 200, "").contains("Connection: close\r\n"));
+    assert!(!c.keep_alive_promised());
+    // Answered before its body was read: promised while the rest is dropped.
+    let mut c = conn();
+    c.recv(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\n");
+    events(&mut c);
+    respond(&mut c, 200, "");
+    assert!(c.keep_alive_promised() && !c.is_idle());
+}
+
+#[test]
 fn close_after_response_for_shutdown() {
     // Idle after a request: close at once.
     let mut c = conn();
