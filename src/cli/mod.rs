@@ -281,6 +281,7 @@ fn parse_as(
         keep_alive_timeout: http.keep_alive_timeout,
         max_connections: server.max_connections,
         graceful_timeout: server.graceful_timeout,
+        stream_drain_timeout: server.stream_drain_timeout()?,
         router,
         access_log: server.access_log(),
         ws: http.ws(),

@@ -61,6 +61,10 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_GRACEFUL_TIMEOUT", value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub(super) graceful_timeout: Duration,
 
+    /// Seconds into the drain that an answer still streaming (ASGI: receive() says http.disconnect) and a WebSocket (Close 1001) are told to end; 0 tells them as the drain begins [default: the graceful timeout less one second].
+    #[arg(long, env = "M0SERVE_STREAM_DRAIN_TIMEOUT", value_name = "SECONDS", value_parser = parse_seconds)]
+    stream_drain_timeout: Option<Duration>,
+
     /// Seconds after SIGTERM/SIGINT that readiness answers 503 while serving on as usual, before the drain (and --graceful-timeout) begins; the signal again drains at once.
     #[arg(long, env = "M0SERVE_SHUTDOWN_DELAY", value_name = "SECONDS", default_value = "0", value_parser = parse_seconds)]
     pub(super) shutdown_delay: Duration,
@@ -164,6 +168,22 @@ impl ServerArgs {
                 port: self.port,
             },
         })
+    }
+
+    /// How far into the drain streams are told to end: the flag, else a
+    /// second before the graceful timeout (time for them to end cleanly).
+    /// One past the graceful timeout would never come: refused.
+    pub(super) fn stream_drain_timeout(&self) -> Result<Duration, CliError> {
+        let graceful = self.graceful_timeout;
+        match self.stream_drain_timeout {
+            None => Ok(graceful.saturating_sub(Duration::from_secs(1))),
+            Some(after) if after > graceful => Err(CliError::Usage(format!(
+                "--stream-drain-timeout ({}s) is past --graceful-timeout ({}s): streams would be cut before they are told",
+                after.as_secs_f64(),
+                graceful.as_secs_f64()
+            ))),
+            Some(after) => Ok(after),
+        }
     }
 
     /// The access log's format: on with `--access-log` (the default line)

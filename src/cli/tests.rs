@@ -114,6 +114,23 @@ fn defaults() {
     assert!(options.config.router.route(&get("/healthz")).is_none());
 }
 
+/// Streams are told a second before the graceful timeout unless the flag
+/// says when; a time past the graceful timeout would never come.
+#[test]
+fn the_stream_drain_timeout_follows_the_graceful_timeout_unless_given() {
+    let at = |args: &[&str]| ok(args).options.config.stream_drain_timeout;
+    assert_eq!(at(&[]), Duration::from_secs(29));
+    assert_eq!(at(&["--graceful-timeout=5"]), Duration::from_secs(4));
+    assert_eq!(at(&["--graceful-timeout=0.5"]), Duration::ZERO);
+    assert_eq!(at(&["--stream-drain-timeout=0"]), Duration::ZERO);
+    assert_eq!(
+        at(&["--graceful-timeout=5", "--stream-drain-timeout=5"]),
+        Duration::from_secs(5)
+    );
+    let refused = usage(&["--graceful-timeout=5", "--stream-drain-timeout=6"]);
+    assert!(refused.contains("past --graceful-timeout"), "{refused}");
+}
+
 #[test]
 fn flags() {
     let Invocation {

@@ -34,6 +34,10 @@ pub struct Config {
     pub max_connections: usize,
     /// How long shutdown waits for requests in flight before it closes them.
     pub graceful_timeout: Duration,
+    /// How far into the drain a response still streaming (an ASGI app's
+    /// `receive()` then says `http.disconnect`) and a WebSocket (Close 1001)
+    /// are told to end: the graceful timeout less a second by default.
+    pub stream_drain_timeout: Duration,
     pub router: Router,
     /// Log each request in this format (target `m0serve::access`; None: off).
     pub access_log: Option<access_log::Format>,
@@ -77,6 +81,7 @@ impl Default for Config {
             keep_alive_timeout: Duration::from_secs(5),
             max_connections: 10_000,
             graceful_timeout: Duration::from_secs(30),
+            stream_drain_timeout: Duration::from_secs(29),
             router: Router::default().with_static_max_age(DEFAULT_STATIC_MAX_AGE),
             access_log: None,
             ws: true,

@@ -20,6 +20,14 @@ pub(super) enum DrainHold {
     Until(Instant),
 }
 
+/// When the drain tells a stream to end (`--stream-drain-timeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StreamTell {
+    At(Instant),
+    /// Told; a WebSocket accepted since is told at once.
+    Told,
+}
+
 impl HttpSession {
     /// Set the read deadline that fits the state: the head's timeout while a
     /// head is arriving, the body's while a body is wanted, the keep-alive
@@ -94,6 +102,23 @@ impl HttpSession {
             self.deadline = Some(self.deadline.map_or(until, |d| d.min(until)));
         }
         self.held_by_drain.is_some()
+    }
+
+    /// The drain's `--stream-drain-timeout` came: a WebSocket gets its Close
+    /// (1001), and an answer still streaming is told its client has gone
+    /// (ASGI's `http.disconnect`) while what it sends still goes out, so an
+    /// app that listens ends it cleanly. A WSGI iterator does not listen: it
+    /// is closed at the graceful timeout.
+    pub(super) fn tell_stream(&mut self, now: Instant) {
+        self.stream_tell = Some(StreamTell::Told);
+        match &self.mode {
+            Mode::WebSocket(_) => self.ws_shutdown(now),
+            Mode::Http1 => {
+                if let Some(call) = self.app.as_ref().filter(|call| call.status.is_some()) {
+                    call.hang_up();
+                }
+            }
+        }
     }
 
     /// Start or stop the send clock as output is queued or drained.

@@ -58,6 +58,7 @@ use crate::tuning::Tuning;
 
 use super::access_log;
 use app_call::AppCall;
+use deadlines::StreamTell;
 use meter::Meter;
 use mode::Mode;
 use output::OutputQueue;
@@ -102,6 +103,8 @@ pub struct Shared {
     /// How long after its last answer a keep-alive connection idle at the
     /// drain's start is kept (None: closed at once; [`Tuning::drain_idle`]).
     pub drain_idle: Option<Duration>,
+    /// How far into the drain streams are told to end (`--stream-drain-timeout`).
+    pub stream_drain: Duration,
 }
 
 impl Shared {
@@ -133,6 +136,7 @@ impl Shared {
             send_timeout: config.send_timeout,
             proxy: config.proxy,
             drain_idle: tuning.drain_idle,
+            stream_drain: config.stream_drain_timeout,
         }
     }
 
@@ -191,6 +195,9 @@ pub struct HttpSession {
     /// Held by the drain until then for a request that may be on its way
     /// ([`HttpSession::drain_hold`]).
     held_by_drain: Option<deadlines::DrainHold>,
+    /// When the drain tells a stream still open to end, or that it has
+    /// ([`HttpSession::tell_stream`]).
+    stream_tell: Option<deadlines::StreamTell>,
     peer: Peer,
     /// The TLS facts, once a [`crate::tls::TlsSession`] around this one
     /// finished its handshake.
@@ -357,14 +364,20 @@ impl Session for HttpSession {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        match (self.deadline, self.send_deadline()) {
-            (Some(read), Some(send)) => Some(read.min(send)),
-            (read, send) => read.or(send),
-        }
+        let tell = match self.stream_tell {
+            Some(StreamTell::At(at)) => Some(at),
+            _ => None,
+        };
+        [self.deadline, self.send_deadline(), tell]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_deadline(&mut self, now: Instant) {
-        if self.send_deadline().is_some_and(|d| d <= now) {
+        if matches!(self.stream_tell, Some(StreamTell::At(at)) if at <= now) {
+            self.tell_stream(now);
+        } else if self.send_deadline().is_some_and(|d| d <= now) {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);
             self.give_up_on_client();
@@ -399,8 +412,9 @@ impl Session for HttpSession {
         if !(promised && self.drain_hold(now)) {
             self.conn.close_after_response();
         }
-        if let Mode::WebSocket(_) = self.mode {
-            self.ws_shutdown(Instant::now());
+        match self.shared.stream_drain {
+            Duration::ZERO => self.tell_stream(now),
+            after => self.stream_tell = Some(StreamTell::At(now + after)),
         }
     }
 

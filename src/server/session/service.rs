@@ -72,6 +72,7 @@ impl Service for HttpService {
             eof: false,
             shutting: false,
             held_by_drain: None,
+            stream_tell: None,
             peer: peer.clone(),
             tls: None,
             notifier,

@@ -774,3 +774,42 @@ fn a_drain_begun_mid_answer_holds_the_connection_its_head_kept_open() {
         assert!(s.done());
     }
 }
+
+/// The drain tells an answer still streaming that its client has gone (as
+/// ASGI's `http.disconnect`), at `--stream-drain-timeout` and not before;
+/// what the app sends then still goes out, so the stream ends cleanly.
+#[test]
+fn the_drain_tells_a_stream_to_end_at_the_stream_drain_timeout() {
+    let streaming = || {
+        ThreadApp::new(|_req, ex| {
+            let start = ResponseEvent::Start {
+                status: 200,
+                headers: Default::default(),
+            };
+            send(&ex, start).unwrap();
+            let give_up = Instant::now() + Duration::from_secs(20);
+            while !ex.watch_gone() && Instant::now() < give_up {
+                send(&ex, ResponseEvent::Body(b"tick;".to_vec().into())).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            send(&ex, ResponseEvent::Body(b"bye".to_vec().into())).unwrap();
+            send(&ex, ResponseEvent::End).unwrap();
+        })
+    };
+    let get = b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n";
+    for after in [Duration::ZERO, Duration::from_secs(29)] {
+        let (mut s, _app, board) =
+            app_session_with(streaming(), |shared| shared.stream_drain = after);
+        s.on_read(get, Instant::now());
+        run_until(&mut s, &board, |_, o| o.contains("tick;"));
+        s.on_shutdown();
+        if !after.is_zero() {
+            let tell = s.deadline().expect("the stream drain's deadline");
+            let out = run_until(&mut s, &board, |_, o| o.matches("tick;").count() > 20);
+            assert!(!out.contains("bye"), "told before its time");
+            s.on_deadline(tell);
+        }
+        let out = run_until(&mut s, &board, |_, o| o.ends_with("0\r\n\r\n"));
+        assert!(out.ends_with("3\r\nbye\r\n0\r\n\r\n"), "{out}");
+    }
+}

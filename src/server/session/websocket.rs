@@ -33,6 +33,7 @@ use crate::ws::close::{ABNORMAL, GOING_AWAY, INTERNAL_ERROR, NORMAL};
 use crate::ws::keepalive::{Clock, Due};
 use crate::ws::{handshake, Upgrade, WsConn, WsEvent};
 
+use super::deadlines::StreamTell;
 use super::mode::Mode;
 use super::output::OUTPUT_HIGH_WATER;
 use super::HttpSession;
@@ -160,6 +161,11 @@ impl HttpSession {
             clock: Clock::new(Instant::now()),
             pinged_out: false,
         });
+        if self.stream_tell == Some(StreamTell::Told) {
+            // Accepted after the drain told streams to end: told next turn,
+            // once the 101 that opens it is out ahead of the Close.
+            self.stream_tell = Some(StreamTell::At(Instant::now()));
+        }
     }
 
     /// Bytes read from the client.

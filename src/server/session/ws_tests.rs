@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use super::tests::{app_session, drain};
+use super::tests::{app_session, app_session_with, drain};
 use super::*;
 use crate::app::conduit::BODY_HIGH_WATER;
 use crate::app::testing::{answer, echo_messages, receive_ws, send, ws_echo, ThreadApp};
@@ -622,12 +622,43 @@ fn the_socket_is_not_read_while_the_app_has_enough_messages() {
     assert!(c.s.wants_read());
 }
 
+/// The drain tells a WebSocket to go away at `--stream-drain-timeout`
+/// (the graceful timeout less a second by default), not before: until
+/// then its messages flow as ever.
 #[test]
-fn shutdown_sends_going_away() {
+fn shutdown_sends_going_away_at_the_stream_drain_timeout() {
     let mut c = Client::open(ThreadApp::new(ws_echo).websocket());
+    let before = Instant::now();
     c.s.on_shutdown();
+    let tell = c.s.deadline().expect("the stream drain's deadline");
+    let after = tell - before;
+    assert!(
+        after > Duration::from_secs(28) && after < Duration::from_secs(30),
+        "{after:?}"
+    );
+    c.send(&client_frame(true, TEXT, b"still here", MASK));
+    assert_eq!(c.frame(), (TEXT, b"still here".to_vec()));
+    c.s.on_deadline(tell);
     let (op, body) = c.frame();
     assert_eq!((op, &body[..2]), (CLOSE, &1001u16.to_be_bytes()[..]));
     c.send(&close_frame(1001, ""));
     assert!(c.s.done());
+}
+
+/// `--stream-drain-timeout 0`: told as the drain begins.
+#[test]
+fn shutdown_with_no_stream_drain_timeout_sends_going_away_at_once() {
+    let app = ThreadApp::new(ws_echo).websocket();
+    let (s, app, board) = app_session_with(app, |shared| shared.stream_drain = Duration::ZERO);
+    let mut c = Client {
+        s,
+        app,
+        board,
+        got: Vec::new(),
+    };
+    c.send(upgrade_request("").as_bytes());
+    c.response();
+    c.s.on_shutdown();
+    let (op, body) = c.frame();
+    assert_eq!((op, &body[..2]), (CLOSE, &1001u16.to_be_bytes()[..]));
 }
