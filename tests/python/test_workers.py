@@ -387,13 +387,21 @@ def test_one_side_of_each_cpu_shared_with_python_is_batch_scheduled(backend: str
     env = None if knob is None else {"M0_CORE_BATCH": knob}
     server = started(backend, "workers_app:app", workers, "--blocking-threads=2", env=env)
     try:
-        status, body = get(server.address, "/policies")
-        assert status == 200
-        policies = {}
-        for name, policy in json.loads(body).values():
-            policies.setdefault(name, set()).add(policy)
         pool = "batch" if workers == 1 else "other"
         core = "batch" if workers == 2 and knob is None else "other"
+        # A thread names itself and sets its policy once it first runs: on
+        # a loaded machine the second pool thread may not have yet.
+        give_up = time.monotonic() + 10
+        while True:
+            status, body = get(server.address, "/policies")
+            assert status == 200
+            policies = {}
+            for name, policy in json.loads(body).values():
+                policies.setdefault(name, set()).add(policy)
+            settled = policies.get("m0-pool-0") == {pool} and policies.get("m0-pool-1") == {pool}
+            if (settled and policies.get("m0-core-0") == {core}) or time.monotonic() > give_up:
+                break
+            time.sleep(0.05)
         assert policies.get("m0-pool-0") == {pool} and policies.get("m0-pool-1") == {pool}, policies
         assert policies.get("m0-core-0") == {core}, policies
     finally:
