@@ -99,8 +99,8 @@ where
 {
     type Session = TlsSession<S::Session>;
 
-    fn open(&mut self, peer: &Peer, notifier: Notifier) -> Self::Session {
-        let inner = self.inner.open(peer, notifier);
+    fn open(&mut self, peer: &Peer, listener: usize, notifier: Notifier) -> Self::Session {
+        let inner = self.inner.open(peer, listener, notifier);
         TlsSession::new(inner, self.shared.clone(), Instant::now())
     }
 }
