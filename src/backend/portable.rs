@@ -308,8 +308,7 @@ impl<S: Service> Core<S> {
     /// else until the earliest deadline, a blocked door's retry, or the end
     /// of the shutdown grace.
     fn wait_timeout(&self, now: Instant) -> Option<Duration> {
-        if self.listen.iter().any(Door::owed) || self.handoffs.owed() || !self.revisit.is_empty()
-        {
+        if self.listen.iter().any(Door::owed) || self.handoffs.owed() || !self.revisit.is_empty() {
             return Some(Duration::ZERO);
         }
         let mut until = self.timers.next();

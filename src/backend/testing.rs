@@ -1233,10 +1233,7 @@ pub fn every_listener_is_served_with_its_index(run: RunFn) {
     }
     let mut c = h.hand_off_from(1, 2);
     assert_eq!(which(&mut c), 2, "the index travels with a hand-off");
-    assert_eq!(
-        h.journal().count(|e| matches!(e, Entry::Opened { .. })),
-        13
-    );
+    assert_eq!(h.journal().count(|e| matches!(e, Entry::Opened { .. })), 13);
     drop(held);
     h.shutdown(Duration::from_secs(1));
 }
@@ -1247,7 +1244,9 @@ fn which(c: &mut TcpStream) -> usize {
     let mut back = [0; 11]; // "which\non N\n"
     c.read_exact(&mut back).expect("which");
     let text = String::from_utf8_lossy(&back);
-    let n = text.strip_prefix("which\non ").and_then(|t| t.trim().parse().ok());
+    let n = text
+        .strip_prefix("which\non ")
+        .and_then(|t| t.trim().parse().ok());
     n.unwrap_or_else(|| panic!("{text:?}"))
 }
 

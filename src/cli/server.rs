@@ -156,8 +156,8 @@ impl ServerArgs {
     pub(super) fn listen(&self) -> Result<Vec<Listen>, CliError> {
         let activated = super::socket_activation::take().map_err(CliError::Usage)?;
         if !activated.is_empty() {
-            let fd_flag = self.fd.is_some()
-                || self.bind.iter().any(|b| matches!(b, Listen::Fd { .. }));
+            let fd_flag =
+                self.fd.is_some() || self.bind.iter().any(|b| matches!(b, Listen::Fd { .. }));
             if fd_flag {
                 return Err(CliError::Usage(
                     "--fd conflicts with systemd's socket activation (LISTEN_FDS)".into(),

@@ -1220,7 +1220,10 @@ fn a_config_file_is_below_the_variables_and_the_command_line() {
     );
     let config = format!("--config={}", file.display());
     let from_file = ok(&[&config]).options.config;
-    assert!(matches!(from_file.listen.as_slice(), [Listen::Tcp { port: 9000, .. }]));
+    assert!(matches!(
+        from_file.listen.as_slice(),
+        [Listen::Tcp { port: 9000, .. }]
+    ));
     assert_eq!(from_file.keep_alive_timeout, Duration::from_secs(7));
     assert_eq!(
         from_file.response_defaults,
@@ -1230,19 +1233,28 @@ fn a_config_file_is_below_the_variables_and_the_command_line() {
         .unwrap()
         .options
         .config;
-    assert!(matches!(env.listen.as_slice(), [Listen::Tcp { port: 9100, .. }]));
+    assert!(matches!(
+        env.listen.as_slice(),
+        [Listen::Tcp { port: 9100, .. }]
+    ));
     assert_eq!(env.keep_alive_timeout, Duration::from_secs(7));
     let cli = parse_env(&[&config, "--port=9200"], &[("M0SERVE_PORT", "9100")])
         .unwrap()
         .options
         .config;
-    assert!(matches!(cli.listen.as_slice(), [Listen::Tcp { port: 9200, .. }]));
+    assert!(matches!(
+        cli.listen.as_slice(),
+        [Listen::Tcp { port: 9200, .. }]
+    ));
     // The variable names the file too.
     let named = parse_env(&[], &[("M0SERVE_CONFIG", &file.display().to_string())])
         .unwrap()
         .options
         .config;
-    assert!(matches!(named.listen.as_slice(), [Listen::Tcp { port: 9000, .. }]));
+    assert!(matches!(
+        named.listen.as_slice(),
+        [Listen::Tcp { port: 9000, .. }]
+    ));
 }
 
 #[test]
@@ -1325,23 +1337,41 @@ fn bind_is_repeatable_from_the_command_line_the_variable_and_the_file() {
         port,
     };
     let unix = Listen::Unix("/tmp/m0-b.sock".into());
-    let flags = ok(&["--bind", "127.0.0.1:9001", "-b", "[::1]:9002", "--bind=unix:/tmp/m0-b.sock"]);
+    let flags = ok(&[
+        "--bind",
+        "127.0.0.1:9001",
+        "-b",
+        "[::1]:9002",
+        "--bind=unix:/tmp/m0-b.sock",
+    ]);
     assert_eq!(
         flags.options.config.listen,
         [tcp("127.0.0.1", 9001), tcp("::1", 9002), unix.clone()]
     );
     // The variable: a comma-separated list.
-    let env = parse_env(&[], &[("M0SERVE_BIND", "127.0.0.1:9001, unix:/tmp/m0-b.sock")]).unwrap();
+    let env = parse_env(
+        &[],
+        &[("M0SERVE_BIND", "127.0.0.1:9001, unix:/tmp/m0-b.sock")],
+    )
+    .unwrap();
     assert_eq!(
         env.options.config.listen,
         [tcp("127.0.0.1", 9001), unix.clone()]
     );
     // The file: an array.
     let file = temp_file("bind.toml", "bind = ['0.0.0.0:9003', 'fd://7']\n");
-    let from_file = ok(&[&format!("--config={}", file.display())]).options.config;
+    let from_file = ok(&[&format!("--config={}", file.display())])
+        .options
+        .config;
     assert_eq!(
         from_file.listen,
-        [tcp("0.0.0.0", 9003), Listen::Fd { fd: 7, systemd: false }]
+        [
+            tcp("0.0.0.0", 9003),
+            Listen::Fd {
+                fd: 7,
+                systemd: false
+            }
+        ]
     );
     // --uds-permissions applies to a --bind unix: socket file too.
     let mode = ok(&["--bind=unix:/tmp/m0-b.sock", "--uds-permissions=600"]);
@@ -1351,7 +1381,12 @@ fn bind_is_repeatable_from_the_command_line_the_variable_and_the_file() {
 #[test]
 fn bind_with_the_old_address_flags_or_a_bad_address_is_a_usage_error() {
     // Strict: which address would win is a guess, so neither does.
-    for old in ["--host=0.0.0.0", "--port=9000", "--uds=/tmp/x.sock", "--fd=3"] {
+    for old in [
+        "--host=0.0.0.0",
+        "--port=9000",
+        "--uds=/tmp/x.sock",
+        "--fd=3",
+    ] {
         let message = usage(&["--bind=127.0.0.1:9001", old]);
         assert!(message.contains("--bind"), "{old}: {message}");
         let flag = old.split('=').next().unwrap();

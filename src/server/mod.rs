@@ -229,9 +229,7 @@ fn server_addr(addr: &listener::Address, listen: Option<&Listen>) -> ServerAddr 
     match addr {
         listener::Address::Tcp(addr) => ServerAddr::Tcp {
             host: match listen {
-                Some(Listen::Tcp { host, port }) if [0, addr.port()].contains(port) => {
-                    host.clone()
-                }
+                Some(Listen::Tcp { host, port }) if [0, addr.port()].contains(port) => host.clone(),
                 _ => addr.ip().to_string(),
             },
             port: addr.port(),
@@ -368,7 +366,9 @@ fn serve(
     // hearing this finds the cores expecting their accepts to fail.
     tell(Phase::Draining);
     // After the flag: a core that sees its accept fail knows why.
-    listeners.iter().for_each(listener::Listener::stop_listening);
+    listeners
+        .iter()
+        .for_each(listener::Listener::stop_listening);
     board.wake_all();
     for t in threads {
         // Failures were logged (and recorded) by the thread itself.

@@ -193,14 +193,19 @@ impl<'a> Arbiter<'a> {
                     }
                 }
                 Action::CameUp { workers } => {
-                    let urls: Vec<_> = self.listeners.iter().map(|l| l.addr.url(self.tls)).collect();
+                    let urls: Vec<_> = self
+                        .listeners
+                        .iter()
+                        .map(|l| l.addr.url(self.tls))
+                        .collect();
                     tracing::info!(
                         "supervisor (pid {}): {workers} worker(s) ready on {}",
                         std::process::id(),
                         urls.join(", "),
                     );
                     // The embedder is told of the first (its `url`).
-                    if let Some((remote, first)) = self.remote.as_ref().zip(urls.into_iter().next()) {
+                    if let Some((remote, first)) = self.remote.as_ref().zip(urls.into_iter().next())
+                    {
                         remote.ready(first);
                     }
                     self.workers_ready = workers;

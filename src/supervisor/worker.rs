@@ -78,7 +78,10 @@ impl Worker {
         command
             .args(&relaunch.args)
             .env(link::INDEX, number.to_string())
-            .env(link::LISTENER_FD, listener_list.collect::<Vec<_>>().join(","))
+            .env(
+                link::LISTENER_FD,
+                listener_list.collect::<Vec<_>>().join(","),
+            )
             .env(link::STATUS_FD, status.to_string())
             .env(link::LIFELINE_FD, lifeline.to_string());
         if let Some(tally) = tally {

@@ -656,17 +656,41 @@ fn accepts_on_two_listeners_complete_with_their_index_and_cancel_apart() {
     ring.submit().unwrap();
     let _to_b = TcpStream::connect(b.local_addr().unwrap()).unwrap();
     let got = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
-    let Completion::Accepted { listener, result, .. } = &got[0] else {
+    let Completion::Accepted {
+        listener, result, ..
+    } = &got[0]
+    else {
         unreachable!()
     };
-    assert_eq!(*listener, 1, "the completion names the listener it came from");
+    assert_eq!(
+        *listener, 1,
+        "the completion names the listener it came from"
+    );
     assert!(result.is_ok());
     ring.cancel_accept(1).unwrap();
     let ended = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
-    assert!(matches!(ended[0], Completion::Accepted { listener: 1, more: false, .. }));
+    assert!(matches!(
+        ended[0],
+        Completion::Accepted {
+            listener: 1,
+            more: false,
+            ..
+        }
+    ));
     assert_eq!(ring.accept_state(1), AcceptState::Idle);
-    assert_eq!(ring.accept_state(0), AcceptState::Armed, "the other goes on");
+    assert_eq!(
+        ring.accept_state(0),
+        AcceptState::Armed,
+        "the other goes on"
+    );
     let _to_a = TcpStream::connect(a.local_addr().unwrap()).unwrap();
     let got = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
-    assert!(matches!(got[0], Completion::Accepted { listener: 0, result: Ok(_), .. }));
+    assert!(matches!(
+        got[0],
+        Completion::Accepted {
+            listener: 0,
+            result: Ok(_),
+            ..
+        }
+    ));
 }

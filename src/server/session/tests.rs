@@ -139,7 +139,8 @@ fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_i
     assert!(just.done());
     // An answer encoded for a kept-alive connection but still queued as
     // the drain begins: its client will send again once it reads it.
-    let mut queued = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, 0, notifier());
+    let mut queued =
+        draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, 0, notifier());
     queued.on_read(get, Instant::now());
     queued.on_shutdown();
     assert!(String::from_utf8(drain(&mut queued))
@@ -164,7 +165,8 @@ fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_i
     assert!(quiet.done());
     // Idle longer than the grace already: a client sending back to back
     // would have sent; closed at once.
-    let mut long = draining_service(Some(Duration::from_millis(1))).open(&Peer::Unix, 0, notifier());
+    let mut long =
+        draining_service(Some(Duration::from_millis(1))).open(&Peer::Unix, 0, notifier());
     long.on_read(get, Instant::now());
     drain(&mut long);
     std::thread::sleep(Duration::from_millis(5));
