@@ -308,6 +308,9 @@ fn serve(
             "listening on {} ({kind} backend, {n} cores)",
             l.addr.url(secure)
         );
+        if secure && matches!(l.addr, listener::Address::Unix(_)) {
+            tracing::info!("{}: plain HTTP (TLS applies to TCP listeners only)", l.addr);
+        }
     }
     let fds: Vec<_> = listeners.iter().map(|l| l.fd.clone()).collect();
 

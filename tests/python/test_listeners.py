@@ -21,6 +21,7 @@ from typing import List, Tuple
 import pytest
 from test_drain_loses_nothing import Clients, wait_count
 from test_sockets import UnixConnection, flags, tcp_listener
+from test_tls import Pki, get_over
 from test_workers import READY, started
 
 from helpers import Server, child_env, m0serve_command, run_m0serve, stop_cleanly
@@ -36,7 +37,7 @@ def urls(server: Server) -> List[str]:
 
 
 def address(url: str) -> Tuple[str, int]:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
+    host, port = url.split("://", 1)[1].rsplit(":", 1)
     return host.strip("[]"), int(port)
 
 
@@ -113,6 +114,27 @@ def test_dual_stack_answers_an_ipv4_and_an_ipv6_client(backend):
                     answer += chunk
             assert answer.startswith(b"HTTP/1.1 200"), answer
             assert f'"client": "{client}"'.encode() in answer, answer
+    finally:
+        stop_cleanly(server)
+
+
+def test_one_tls_setting_serves_every_tcp_bind_and_a_unix_bind_plain(backend, folder):
+    pki = Pki(folder)
+    sock = folder / "plain.sock"
+    binds = ("--bind=127.0.0.1:0", "--bind=127.0.0.1:0", f"--bind=unix:{sock}")
+    server = started(backend, "workers_app:app", 2, *binds, *pki.flags())
+    try:
+        first, second, unix = urls(server)
+        assert first.startswith("https://") and second.startswith("https://"), server.output
+        for url in (first, second):
+            raw = socket.create_connection(address(url), timeout=10)
+            with pki.context().wrap_socket(raw, server_hostname="localhost") as tls:
+                assert get_over(tls).startswith(b"HTTP/1.1 200"), url
+        conn = UnixConnection(str(sock))
+        conn.request("GET", "/")
+        assert conn.getresponse().status == 200, "plain HTTP on the Unix socket"
+        conn.close()
+        assert f"{unix}: plain HTTP (TLS applies to TCP listeners only)" in server.output, server.output
     finally:
         stop_cleanly(server)
 
