@@ -87,6 +87,24 @@ def test_two_tcp_binds_and_a_unix_bind_are_each_served_by_every_worker(backend, 
     assert not sock.exists(), "the bound socket file is removed at exit"
 
 
+def test_the_app_is_told_the_listener_each_request_came_in_on(backend, folder):
+    sock = folder / "named.sock"
+    server = started(backend, "plain:server_address", 2, "--bind=localhost:0", "--bind=127.0.0.1:0", f"--bind=unix:{sock}")
+    try:
+        first, second, _ = urls(server)
+        for url, name in ((first, "localhost"), (second, "127.0.0.1")):
+            conn = http.client.HTTPConnection(*address(url), timeout=10)
+            conn.request("GET", "/")
+            assert conn.getresponse().read().decode() == f"{name} {address(url)[1]}", (url, server.output)
+            conn.close()
+        conn = UnixConnection(str(sock))
+        conn.request("GET", "/")
+        assert conn.getresponse().read().decode() == f"{sock} 80"
+        conn.close()
+    finally:
+        stop_cleanly(server)
+
+
 def ipv6_loopback() -> bool:
     if not socket.has_ipv6:
         return False
