@@ -298,7 +298,8 @@ fn serve(
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::sharing(n, tuning.accept_share);
     let batch = Batch::new(tuning.accept_batch);
-    // A supervisor's listeners are all shared, or none is.
+    // Other processes may accept from a shared listener (a supervisor's
+    // workers all share theirs): the rules for it then hold for every one.
     let shared = listeners.iter().any(|l| l.shared);
     let rotate_accepts = shared && tuning.accept_rotate;
     let recheck = shared.then_some(RECHECK);
