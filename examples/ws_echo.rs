@@ -28,10 +28,10 @@ fn main() {
         .with_ansi(false)
         .init();
     let config = Config {
-        listen: Listen::Tcp {
+        listen: vec![Listen::Tcp {
             host: "127.0.0.1".into(),
             port,
-        },
+        }],
         cores: Some(1),
         backend,
         max_connections: 1000,

@@ -132,8 +132,10 @@ pub enum Peer {
 /// Makes a [`Session`] for each admitted connection; one per core thread.
 pub trait Service {
     type Session: Session;
-    /// A session for a new connection; `notifier` wakes it from other threads.
-    fn open(&mut self, peer: &Peer, notifier: Notifier) -> Self::Session;
+    /// A session for a new connection from `peer`, accepted on listener
+    /// `listener` (its index in [`CoreContext::listeners`]); `notifier`
+    /// wakes it from other threads.
+    fn open(&mut self, peer: &Peer, listener: usize, notifier: Notifier) -> Self::Session;
 }
 
 /// Wakes one session from another thread: the session's key goes to its
@@ -174,6 +176,8 @@ impl std::fmt::Debug for Notifier {
 /// An accepted connection not yet admitted by a core (it may cross cores).
 pub struct Accepted {
     pub fd: OwnedFd,
+    /// The listener it came from (its index in [`CoreContext::listeners`]).
+    pub listener: usize,
 }
 
 /// Wakes a core thread parked in its wait. Must be cheap when called often:
@@ -223,8 +227,9 @@ impl Parked {
 pub struct CoreContext {
     /// This core's index among the server's cores.
     pub index: usize,
-    /// The listening socket, shared by every core (non-blocking).
-    pub listener: Arc<OwnedFd>,
+    /// The listening sockets, shared by every core (non-blocking), in the
+    /// order the server was given them: most servers have one.
+    pub listeners: Vec<Arc<OwnedFd>>,
     /// The cores' shared board: hand-off doors, pass clocks, wakes.
     pub board: Arc<share::Board>,
     /// Shutdown and connection limits shared by all cores.

@@ -3,7 +3,7 @@
 //! One [`Core`] per core thread. A pass is: wait (zero timeout while anything
 //! is owed), then serve the connections the wait reported, then those a read
 //! budget left readable last pass, then at most one accept batch per door
-//! ([`super::accept`]), then the deadlines that passed, then shutdown.
+//! ([`super::accept`]; each listener is a door of its own), then the deadlines that passed, then shutdown.
 //!
 //! mio is edge-triggered: a socket is reported once per change, not while it
 //! stays ready. Each connection therefore remembers "readable" and "writable"
@@ -28,7 +28,7 @@
 //! accept find `WouldBlock`, an empty door.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use mio::event::Event;
@@ -45,7 +45,8 @@ use super::timers::{Armed, Timers};
 use super::{admit, Accepted, CoreContext, Output, Service, Session, Wake};
 
 const WAKER: Token = Token(usize::MAX);
-const LISTENER: Token = Token(usize::MAX - 1);
+/// Listener `i`'s token is this less `i` (a connection's is its slot: small).
+const FIRST_LISTENER: usize = usize::MAX - 1;
 
 /// One read buffer per core: sessions copy what they keep.
 const READ_BUF: usize = 64 * 1024;
@@ -62,19 +63,21 @@ pub fn run<S: Service>(ctx: CoreContext, service: S) -> io::Result<()> {
     let poll = Poll::new()?;
     let waker = Waker::new(poll.registry(), WAKER)?;
     ctx.board.set_waker(ctx.index, Box::new(MioWake(waker)));
-    poll.registry().register(
-        &mut SourceFd(&ctx.listener.as_raw_fd()),
-        LISTENER,
-        Interest::READABLE,
-    )?;
+    for (i, listener) in ctx.listeners.iter().enumerate() {
+        poll.registry().register(
+            &mut SourceFd(&listener.as_raw_fd()),
+            Token(FIRST_LISTENER - i),
+            Interest::READABLE,
+        )?;
+    }
     Core {
+        listen: ctx.listeners.iter().map(|_| Door::default()).collect(),
         ctx,
         service,
         poll,
         conns: Slab::default(),
         timers: Timers::default(),
         buf: vec![0; READ_BUF],
-        listen: Door::default(),
         handoffs: Door::default(),
         listening: true,
         draining: false,
@@ -211,11 +214,11 @@ struct Core<S: Service> {
     conns: Slab<Conn<Guarded<S::Session>>>,
     timers: Timers,
     buf: Vec<u8>,
-    /// The shared listener's door.
-    listen: Door,
+    /// Each shared listener's door, by its index.
+    listen: Vec<Door>,
     /// The door siblings hand connections through.
     handoffs: Door,
-    /// The listener is registered (until shutdown).
+    /// The listeners are registered (until shutdown).
     listening: bool,
     /// Shutdown began: sessions were told, idle ones closed.
     draining: bool,
@@ -265,7 +268,9 @@ impl<S: Service> Core<S> {
             for event in events.iter() {
                 match event.token() {
                     WAKER => {} // what it announces is looked at below
-                    LISTENER => self.listen.announce(),
+                    Token(t) if FIRST_LISTENER - t < self.listen.len() => {
+                        self.listen[FIRST_LISTENER - t].announce()
+                    }
                     Token(t) => self.ready(t, event),
                 }
             }
@@ -281,11 +286,13 @@ impl<S: Service> Core<S> {
             if self.ctx.board.has_handoffs(me) {
                 self.handoffs.announce();
             }
-            if self.listening && self.listen.due() {
-                let mut door = std::mem::take(&mut self.listen);
-                let blocked_before = door.blocked();
-                door.run(self.ctx.batch, || self.accept_step(blocked_before));
-                self.listen = door;
+            for i in 0..self.listen.len() {
+                if self.listening && self.listen[i].due() {
+                    let mut door = std::mem::take(&mut self.listen[i]);
+                    let blocked_before = door.blocked();
+                    door.run(self.ctx.batch, || self.accept_step(i, blocked_before));
+                    self.listen[i] = door;
+                }
             }
             if self.handoffs.due() {
                 let mut door = std::mem::take(&mut self.handoffs);
@@ -301,12 +308,12 @@ impl<S: Service> Core<S> {
     /// else until the earliest deadline, a blocked door's retry, or the end
     /// of the shutdown grace.
     fn wait_timeout(&self, now: Instant) -> Option<Duration> {
-        if self.listen.owed() || self.handoffs.owed() || !self.revisit.is_empty() {
+        if self.listen.iter().any(Door::owed) || self.handoffs.owed() || !self.revisit.is_empty() {
             return Some(Duration::ZERO);
         }
         let mut until = self.timers.next();
         let mut bound = |t: Instant| until = Some(until.map_or(t, |u| u.min(t)));
-        if (self.listening && self.listen.blocked()) || self.handoffs.blocked() {
+        if (self.listening && self.listen.iter().any(Door::blocked)) || self.handoffs.blocked() {
             bound(now + RETRY_BLOCKED);
         }
         if self.draining {
@@ -423,14 +430,14 @@ impl<S: Service> Core<S> {
         }
     }
 
-    /// One step of the listener's batch. The slot is reserved before the
+    /// One step of listener `i`'s batch. The slot is reserved before the
     /// accept, so at the limit (or while a sibling worker holds fewer, see
     /// [`crate::ipc::tally`]) connections wait in the kernel's backlog.
-    fn accept_step(&mut self, blocked_before: bool) -> Step {
+    fn accept_step(&mut self, i: usize, blocked_before: bool) -> Step {
         if !self.ctx.control.may_accept() || !self.ctx.control.try_reserve() {
             return Step::Blocked;
         }
-        let fd = match admit::accept(self.ctx.listener.as_fd()) {
+        let fd = match admit::accept(self.ctx.listeners[i].as_fd()) {
             Ok(fd) => fd,
             Err(e) => {
                 self.ctx.control.release();
@@ -454,8 +461,8 @@ impl<S: Service> Core<S> {
                 };
             }
         };
-        if let Some(conn) = admit::place(&self.ctx, Accepted { fd }) {
-            self.admit(conn.fd, false);
+        if let Some(conn) = admit::place(&self.ctx, Accepted { fd, listener: i }) {
+            self.admit(conn, false);
         }
         Step::Admitted
     }
@@ -464,7 +471,7 @@ impl<S: Service> Core<S> {
     fn handoff_step(&mut self) -> Step {
         match self.ctx.board.take_handoff(self.ctx.index) {
             Some(conn) => {
-                self.admit(conn.fd, true);
+                self.admit(conn, true);
                 Step::Admitted
             }
             None => Step::Empty,
@@ -473,7 +480,8 @@ impl<S: Service> Core<S> {
 
     /// Admit a connection whose slot is reserved, and read it eagerly: what
     /// the client sent with its connect is served now, not a pass later.
-    fn admit(&mut self, fd: OwnedFd, handed: bool) {
+    fn admit(&mut self, conn: Accepted, handed: bool) {
+        let Accepted { fd, listener } = conn;
         let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
             return;
         };
@@ -481,7 +489,7 @@ impl<S: Service> Core<S> {
         let (service, ctx) = (&mut self.service, &self.ctx);
         let key = self.conns.insert_with(|key| Conn {
             sock: Socket::from(fd),
-            session: Guarded::open(|| service.open(&peer, ctx.notifier(key))),
+            session: Guarded::open(|| service.open(&peer, listener, ctx.notifier(key))),
             readable: true,
             writable: true,
             eof: false,
@@ -523,17 +531,19 @@ impl<S: Service> Core<S> {
     /// over (it is answered, not dropped), then tell every session.
     fn begin_drain(&mut self) {
         if self.listening {
-            let fd = self.ctx.listener.as_raw_fd();
-            if let Err(e) = self.poll.registry().deregister(&mut SourceFd(&fd)) {
-                tracing::warn!(core = self.ctx.index, "deregistering the listener: {e}");
+            for listener in &self.ctx.listeners {
+                let fd = listener.as_raw_fd();
+                if let Err(e) = self.poll.registry().deregister(&mut SourceFd(&fd)) {
+                    tracing::warn!(core = self.ctx.index, "deregistering a listener: {e}");
+                }
             }
             self.listening = false;
         }
         while let Some(conn) = self.ctx.board.take_handoff(self.ctx.index) {
-            self.admit(conn.fd, true);
+            self.admit(conn, true);
         }
-        // Neither door may be taken from again, nor keep the wait from blocking.
-        self.listen.clear();
+        // No door may be taken from again, nor keep the wait from blocking.
+        self.listen.iter_mut().for_each(Door::clear);
         self.handoffs.clear();
         self.draining = true;
         for key in self.conns.keys() {

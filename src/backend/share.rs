@@ -263,7 +263,13 @@ mod tests {
     fn park_refuses_while_a_handoff_waits() {
         let b = Board::new(2);
         let (r, _w) = std::os::unix::net::UnixStream::pair().unwrap();
-        b.hand_off(1, Accepted { fd: r.into() });
+        b.hand_off(
+            1,
+            Accepted {
+                fd: r.into(),
+                listener: 0,
+            },
+        );
         assert!(!b.park(1));
         assert!(b.take_handoff(1).is_some());
         assert!(b.park(1));

@@ -130,7 +130,8 @@ impl Journal {
 /// `sleep N` blocks the core thread for N ms before echoing (a view served
 /// inline, as on a loop-only core), `hold` blocks it until the test opens
 /// the harness's [`Gate`], `file PATH` sends the
-/// file's bytes after the echo as [`Output::File`]. Two answer through the
+/// file's bytes after the echo as [`Output::File`], `which` answers `on N`
+/// after its echo (N: the listener the connection came from). Two answer through the
 /// session's [`Notifier`], from a thread, after N ms: `later N` (answered
 /// `done N`) and `pause N` (no input is read until `resumed` is sent).
 #[derive(Clone)]
@@ -145,10 +146,11 @@ pub struct EchoService {
 impl Service for EchoService {
     type Session = EchoSession;
 
-    fn open(&mut self, _peer: &Peer, notifier: Notifier) -> EchoSession {
+    fn open(&mut self, _peer: &Peer, listener: usize, notifier: Notifier) -> EchoSession {
         self.journal.push(Entry::Opened { core: self.core });
         EchoSession {
             core: self.core,
+            listener,
             gate: self.gate.clone(),
             timeout: self.timeout,
             journal: self.journal.clone(),
@@ -172,6 +174,8 @@ impl Service for EchoService {
 /// One echo connection.
 pub struct EchoSession {
     core: usize,
+    /// The listener its connection came from.
+    listener: usize,
     gate: Gate,
     timeout: Option<Duration>,
     journal: Journal,
@@ -212,6 +216,9 @@ impl EchoSession {
             self.stop = true;
         } else if line == "hold" {
             self.gate.wait();
+        } else if line == "which" {
+            self.out
+                .extend_from_slice(format!("on {}\n", self.listener).as_bytes());
         } else if line == "panic" {
             panic!("the echo session was told to panic");
         } else if let Some(path) = line.strip_prefix("file ") {
@@ -365,6 +372,8 @@ pub struct Setup {
     pub recheck: Option<Duration>,
     /// How finished connections linger (see [`super::linger`]).
     pub linger: Option<Settings>,
+    /// Loopback listeners the cores serve (each its own port).
+    pub listeners: usize,
 }
 
 impl Default for Setup {
@@ -377,6 +386,7 @@ impl Default for Setup {
             rotate_accepts: false,
             recheck: None,
             linger: None,
+            listeners: 1,
         }
     }
 }
@@ -412,10 +422,14 @@ impl Setup {
         run: fn(CoreContext, S) -> io::Result<()>,
         make: impl Fn(usize, Journal) -> S,
     ) -> Harness {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let listener: Arc<OwnedFd> = Arc::new(listener.into());
+        let (addrs, listeners): (Vec<SocketAddr>, Vec<Arc<OwnedFd>>) = (0..self.listeners)
+            .map(|_| {
+                let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+                listener.set_nonblocking(true).unwrap();
+                let addr = listener.local_addr().unwrap();
+                (addr, Arc::new(OwnedFd::from(listener)))
+            })
+            .unzip();
         let board = Board::new(self.cores);
         let control = Arc::new(Control::new(self.max_connections));
         let journal = Journal::default();
@@ -425,7 +439,7 @@ impl Setup {
             .map(|index| {
                 let ctx = CoreContext {
                     index,
-                    listener: listener.clone(),
+                    listeners: listeners.clone(),
                     board: board.clone(),
                     control: control.clone(),
                     batch: self.batch,
@@ -447,8 +461,8 @@ impl Setup {
             })
             .collect();
         Harness {
-            addr,
-            listener,
+            addrs,
+            listeners,
             board,
             control,
             journal,
@@ -462,8 +476,8 @@ impl Setup {
 /// A running test server. Dropping it without [`Harness::shutdown`] tells the
 /// cores to stop at once (so a failed test leaves no loop behind).
 pub struct Harness {
-    addr: SocketAddr,
-    listener: Arc<OwnedFd>,
+    addrs: Vec<SocketAddr>,
+    listeners: Vec<Arc<OwnedFd>>,
     board: Arc<Board>,
     control: Arc<Control>,
     journal: Journal,
@@ -474,13 +488,19 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// The first listener's address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
     }
 
-    /// The listening socket the cores share (for a test's own sibling on it).
+    /// Listener `i`'s address.
+    pub fn addr_of(&self, i: usize) -> SocketAddr {
+        self.addrs[i]
+    }
+
+    /// The first listening socket the cores share (for a test's own sibling on it).
     pub fn listener(&self) -> &Arc<OwnedFd> {
-        &self.listener
+        &self.listeners[0]
     }
 
     pub fn journal(&self) -> Journal {
@@ -528,7 +548,12 @@ impl Harness {
 
     /// A client connection with bounded reads.
     pub fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(self.addr).expect("connect");
+        self.connect_to(0)
+    }
+
+    /// A client connection to listener `i`, with bounded reads.
+    pub fn connect_to(&self, i: usize) -> TcpStream {
+        let s = TcpStream::connect(self.addrs[i]).expect("connect");
         s.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
         s.set_nodelay(true).unwrap();
         s
@@ -541,7 +566,7 @@ impl Harness {
         let sock =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         sock.set_recv_buffer_size(32 * 1024).unwrap();
-        sock.connect(&self.addr.into()).unwrap();
+        sock.connect(&self.addr().into()).unwrap();
         let c: TcpStream = sock.into();
         c.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
         c
@@ -550,6 +575,11 @@ impl Harness {
     /// Hand a connection straight to `core`'s hand-off door, as a sibling
     /// would; returns the client's end.
     pub fn hand_off(&self, core: usize) -> TcpStream {
+        self.hand_off_from(core, 0)
+    }
+
+    /// [`Harness::hand_off`], as accepted on listener `listener`.
+    pub fn hand_off_from(&self, core: usize, listener: usize) -> TcpStream {
         let side = TcpListener::bind("127.0.0.1:0").unwrap();
         let client = TcpStream::connect(side.local_addr().unwrap()).unwrap();
         client.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
@@ -557,7 +587,13 @@ impl Harness {
         server.set_nonblocking(true).unwrap();
         // A sibling hands over a connection it reserved a slot for.
         assert!(self.control.try_reserve());
-        self.board.hand_off(core, Accepted { fd: server.into() });
+        self.board.hand_off(
+            core,
+            Accepted {
+                fd: server.into(),
+                listener,
+            },
+        );
         client
     }
 
@@ -1177,6 +1213,43 @@ pub fn a_lingering_connection_is_closed_after_a_quiet_spell(run: RunFn) {
     );
 }
 
+/// Every core serves every listener, and a session is told which one its
+/// connection came from, also when a sibling accepted it and handed it over.
+pub fn every_listener_is_served_with_its_index(run: RunFn) {
+    let h = Setup {
+        cores: 2,
+        listeners: 3,
+        ..Setup::default()
+    }
+    .spawn(run);
+    let mut held = Vec::new();
+    for round in 0..4 {
+        for i in [2, 0, 1] {
+            let mut c = h.connect_to(i);
+            echo(&mut c, &format!("r{round}\n"));
+            assert_eq!(which(&mut c), i);
+            held.push(c);
+        }
+    }
+    let mut c = h.hand_off_from(1, 2);
+    assert_eq!(which(&mut c), 2, "the index travels with a hand-off");
+    assert_eq!(h.journal().count(|e| matches!(e, Entry::Opened { .. })), 13);
+    drop(held);
+    h.shutdown(Duration::from_secs(1));
+}
+
+/// Ask an echo session which listener it came from.
+fn which(c: &mut TcpStream) -> usize {
+    c.write_all(b"which\n").unwrap();
+    let mut back = [0; 11]; // "which\non N\n"
+    c.read_exact(&mut back).expect("which");
+    let text = String::from_utf8_lossy(&back);
+    let n = text
+        .strip_prefix("which\non ")
+        .and_then(|t| t.trim().parse().ok());
+    n.unwrap_or_else(|| panic!("{text:?}"))
+}
+
 /// Every body above as a `#[test]`, for the backend whose `run::<EchoService>` is given.
 macro_rules! conformance {
     ($run:expr) => {
@@ -1215,6 +1288,10 @@ macro_rules! conformance {
         #[test]
         fn shutdown_deadline_closes_busy_connections() {
             $crate::backend::testing::shutdown_deadline_closes_busy_connections($run)
+        }
+        #[test]
+        fn every_listener_is_served_with_its_index() {
+            $crate::backend::testing::every_listener_is_served_with_its_index($run)
         }
         #[test]
         fn hand_off_between_two_cores() {

@@ -18,6 +18,7 @@
 //! behind a proxy), [`tls`] (certificates and client authentication).
 
 mod app;
+mod bind;
 mod config_file;
 mod files;
 mod http;

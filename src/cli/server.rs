@@ -16,6 +16,11 @@ use crate::server::Listen;
 
 #[derive(Args, Debug)]
 pub(super) struct ServerArgs {
+    /// Listen here: HOST:PORT, [::]:PORT, unix:PATH or fd://N; repeatable, every worker serves each (a comma separates several in one value); replaces --host/--port/--uds/--fd, which it may not be given with.
+    #[arg(long, short = 'b', env = "M0SERVE_BIND", value_name = "ADDRESS", value_parser = super::bind::parse,
+          action = ArgAction::Append, value_delimiter = ',', conflicts_with_all = ["host", "port", "uds", "fd"])]
+    bind: Vec<Listen>,
+
     /// Address to listen on.
     #[arg(long, env = "M0SERVE_HOST", default_value = "127.0.0.1")]
     host: String,
@@ -32,7 +37,7 @@ pub(super) struct ServerArgs {
     #[arg(long, env = "M0SERVE_FD", value_name = "N", value_parser = clap::value_parser!(i32).range(0..), conflicts_with_all = ["uds", "host", "port", "backlog"])]
     fd: Option<i32>,
 
-    /// Mode of the --uds socket file, in octal (660, 0o660), set before it listens [default: the umask's].
+    /// Mode of the --uds (or --bind unix:) socket files, in octal (660, 0o660), set before it listens [default: the umask's].
     #[arg(long, env = "M0SERVE_UDS_PERMISSIONS", value_name = "MODE", value_parser = parse_mode)]
     uds_permissions: Option<u32>,
 
@@ -148,26 +153,36 @@ impl ServerArgs {
         })
     }
 
-    /// Where to listen: a socket systemd's activation passed (which replaces
-    /// the address flags; with `--fd` it is an error), else `--fd`, else the
+    /// Where to listen: the sockets systemd's activation passed (which
+    /// replace the address flags, `--bind` too; with `--fd` or a `--bind
+    /// fd://N`, it is an error), else every `--bind`, else `--fd`, else the
     /// Unix socket when given, else host and port.
-    pub(super) fn listen(&self) -> Result<Listen, CliError> {
-        if let Some(fd) = super::socket_activation::take().map_err(CliError::Usage)? {
-            if self.fd.is_some() {
+    pub(super) fn listen(&self) -> Result<Vec<Listen>, CliError> {
+        let activated = super::socket_activation::take().map_err(CliError::Usage)?;
+        if !activated.is_empty() {
+            let fd_flag =
+                self.fd.is_some() || self.bind.iter().any(|b| matches!(b, Listen::Fd { .. }));
+            if fd_flag {
                 return Err(CliError::Usage(
                     "--fd conflicts with systemd's socket activation (LISTEN_FDS)".into(),
                 ));
             }
-            return Ok(Listen::Fd { fd, systemd: true });
+            return Ok(activated
+                .into_iter()
+                .map(|fd| Listen::Fd { fd, systemd: true })
+                .collect());
         }
-        Ok(match (self.fd, &self.uds) {
+        if !self.bind.is_empty() {
+            return Ok(self.bind.clone());
+        }
+        Ok(vec![match (self.fd, &self.uds) {
             (Some(fd), _) => Listen::Fd { fd, systemd: false },
             (None, Some(path)) => Listen::Unix(path.clone()),
             (None, None) => Listen::Tcp {
                 host: self.host.clone(),
                 port: self.port,
             },
-        })
+        }])
     }
 
     /// How far into the drain streams are told to end: the flag, else a
@@ -203,9 +218,11 @@ impl ServerArgs {
     /// clap's `requires`, whose message names the missing flag on a second
     /// line, which the one-line error drops.)
     pub(super) fn socket(&self) -> Result<Setup, CliError> {
-        if self.uds_permissions.is_some() && self.uds.is_none() {
+        let unix_bind = self.bind.iter().any(|b| matches!(b, Listen::Unix(_)));
+        if self.uds_permissions.is_some() && self.uds.is_none() && !unix_bind {
             return Err(CliError::Usage(
-                "--uds-permissions needs --uds (the socket file it applies to)".into(),
+                "--uds-permissions needs --uds or a --bind unix:PATH (the socket file it applies to)"
+                    .into(),
             ));
         }
         Ok(Setup {

@@ -99,7 +99,7 @@ fn defaults() {
         }
     );
     assert!(
-        matches!(options.config.listen, Listen::Tcp { ref host, port: 8000 } if host == "127.0.0.1")
+        matches!(options.config.listen.as_slice(), [Listen::Tcp { ref host, port: 8000 }] if host == "127.0.0.1")
     );
     assert_eq!(options.config.cores, None);
     assert_eq!(options.config.backend, Choice::Auto);
@@ -155,7 +155,7 @@ fn flags() {
         "--access-log",
     ]);
     assert!(
-        matches!(options.config.listen, Listen::Tcp { ref host, port: 0 } if host == "0.0.0.0")
+        matches!(options.config.listen.as_slice(), [Listen::Tcp { ref host, port: 0 }] if host == "0.0.0.0")
     );
     assert_eq!(options.config.cores, Some(3));
     assert_eq!(options.config.backend, Choice::Portable);
@@ -192,7 +192,7 @@ fn flags() {
 fn uds_replaces_tcp() {
     let options = ok(&["--uds", "/tmp/m0.sock"]).options.config;
     assert!(
-        matches!(options.listen, Listen::Unix(ref p) if p == std::path::Path::new("/tmp/m0.sock"))
+        matches!(options.listen.as_slice(), [Listen::Unix(ref p)] if p == std::path::Path::new("/tmp/m0.sock"))
     );
 }
 
@@ -327,8 +327,8 @@ fn environment_variables_are_read_and_flags_win() {
         panic!("env parse failed")
     };
     assert!(matches!(
-        options.config.listen,
-        Listen::Tcp { port: 9001, .. }
+        options.config.listen.as_slice(),
+        [Listen::Tcp { port: 9001, .. }]
     ));
     assert_eq!(
         options.config.router.route(&get("/hz")).map(|r| r.status),
@@ -349,8 +349,8 @@ fn environment_variables_are_read_and_flags_win() {
         panic!("flag parse failed")
     };
     assert!(matches!(
-        flagged.options.config.listen,
-        Listen::Tcp { port: 9002, .. }
+        flagged.options.config.listen.as_slice(),
+        [Listen::Tcp { port: 9002, .. }]
     ));
 
     let Ok(off) = parse_env(&[], &[("M0SERVE_ACCESS_LOG", "false")]) else {
@@ -912,22 +912,22 @@ fn metrics_address_from_the_flag_or_its_variable() {
 fn inherited_socket_flags() {
     let fd = ok(&["--fd", "5"]).options.config;
     assert!(matches!(
-        fd.listen,
-        Listen::Fd {
+        fd.listen.as_slice(),
+        [Listen::Fd {
             fd: 5,
             systemd: false
-        }
+        }]
     ));
     let env = parse_env(&[], &[("M0SERVE_FD", "4")])
         .unwrap()
         .options
         .config;
     assert!(matches!(
-        env.listen,
-        Listen::Fd {
+        env.listen.as_slice(),
+        [Listen::Fd {
             fd: 4,
             systemd: false
-        }
+        }]
     ));
     // The address flags and --backlog do nothing with a socket already bound.
     for other in [
@@ -1002,26 +1002,34 @@ fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
     };
     let (ours, left) = activated(&me, "1");
     assert!(matches!(
-        ours.unwrap().options.config.listen,
-        Listen::Fd {
+        ours.unwrap().options.config.listen.as_slice(),
+        [Listen::Fd {
             fd: 3,
             systemd: true
-        }
+        }]
     ));
     assert_eq!(left, [false; 3], "cleared for what this process starts");
     let (theirs, left) = activated(&other, "1");
     assert!(matches!(
-        theirs.unwrap().options.config.listen,
-        Listen::Tcp { .. }
+        theirs.unwrap().options.config.listen.as_slice(),
+        [Listen::Tcp { .. }]
     ));
     assert_eq!(
         left, [true; 3],
         "another process's variables are left alone"
     );
-    let Err(CliError::Usage(two)) = activated(&me, "2").0 else {
-        panic!("two sockets accepted")
+    // Several sockets: each is served, in order.
+    let (two, _) = activated(&me, "2");
+    let fds: Vec<_> = two.unwrap().options.config.listen;
+    assert_eq!(
+        fds,
+        [3, 4].map(|fd| Listen::Fd { fd, systemd: true }),
+        "both of LISTEN_FDS=2"
+    );
+    let Err(CliError::Usage(bad)) = activated(&me, "two").0 else {
+        panic!("a count that is no number accepted")
     };
-    assert!(two.contains("LISTEN_FDS=2"), "{two}");
+    assert!(bad.contains("LISTEN_FDS=two"), "{bad}");
     let with_fd = with_env(&[], || {
         std::env::set_var("LISTEN_PID", &me);
         std::env::set_var("LISTEN_FDS", "1");
@@ -1031,6 +1039,26 @@ fn socket_activation_is_taken_only_for_this_process_and_then_cleared() {
         panic!("--fd and activation accepted together")
     };
     assert!(conflict.contains("--fd"), "{conflict}");
+    let with_binds = |binds: &[&str]| {
+        with_env(&[], || {
+            std::env::set_var("LISTEN_PID", &me);
+            std::env::set_var("LISTEN_FDS", "1");
+            parse(os_args(binds))
+        })
+    };
+    assert!(
+        matches!(with_binds(&["--bind", "fd://5"]), Err(CliError::Usage(m)) if m.contains("--fd")),
+        "a --bind fd://N and activation accepted together"
+    );
+    // Activation replaces the addresses, --bind's as --host's.
+    let replaced = with_binds(&["--bind", "127.0.0.1:9", "--bind", "unix:/tmp/x.sock"]);
+    assert_eq!(
+        replaced.unwrap().options.config.listen,
+        [Listen::Fd {
+            fd: 3,
+            systemd: true
+        }]
+    );
 }
 
 #[test]
@@ -1209,7 +1237,10 @@ fn a_config_file_is_below_the_variables_and_the_command_line() {
     );
     let config = format!("--config={}", file.display());
     let from_file = ok(&[&config]).options.config;
-    assert!(matches!(from_file.listen, Listen::Tcp { port: 9000, .. }));
+    assert!(matches!(
+        from_file.listen.as_slice(),
+        [Listen::Tcp { port: 9000, .. }]
+    ));
     assert_eq!(from_file.keep_alive_timeout, Duration::from_secs(7));
     assert_eq!(
         from_file.response_defaults,
@@ -1219,19 +1250,28 @@ fn a_config_file_is_below_the_variables_and_the_command_line() {
         .unwrap()
         .options
         .config;
-    assert!(matches!(env.listen, Listen::Tcp { port: 9100, .. }));
+    assert!(matches!(
+        env.listen.as_slice(),
+        [Listen::Tcp { port: 9100, .. }]
+    ));
     assert_eq!(env.keep_alive_timeout, Duration::from_secs(7));
     let cli = parse_env(&[&config, "--port=9200"], &[("M0SERVE_PORT", "9100")])
         .unwrap()
         .options
         .config;
-    assert!(matches!(cli.listen, Listen::Tcp { port: 9200, .. }));
+    assert!(matches!(
+        cli.listen.as_slice(),
+        [Listen::Tcp { port: 9200, .. }]
+    ));
     // The variable names the file too.
     let named = parse_env(&[], &[("M0SERVE_CONFIG", &file.display().to_string())])
         .unwrap()
         .options
         .config;
-    assert!(matches!(named.listen, Listen::Tcp { port: 9000, .. }));
+    assert!(matches!(
+        named.listen.as_slice(),
+        [Listen::Tcp { port: 9000, .. }]
+    ));
 }
 
 #[test]
@@ -1305,4 +1345,78 @@ fn env_files_are_read_in_order_the_first_naming_a_variable_winning() {
         message.starts_with(&format!("--env-file {}: ", bad.display())),
         "{message}"
     );
+}
+
+#[test]
+fn bind_is_repeatable_from_the_command_line_the_variable_and_the_file() {
+    let tcp = |host: &str, port| Listen::Tcp {
+        host: host.into(),
+        port,
+    };
+    let unix = Listen::Unix("/tmp/m0-b.sock".into());
+    let flags = ok(&[
+        "--bind",
+        "127.0.0.1:9001",
+        "-b",
+        "[::1]:9002",
+        "--bind=unix:/tmp/m0-b.sock",
+    ]);
+    assert_eq!(
+        flags.options.config.listen,
+        [tcp("127.0.0.1", 9001), tcp("::1", 9002), unix.clone()]
+    );
+    // The variable: a comma-separated list.
+    let env = parse_env(
+        &[],
+        &[("M0SERVE_BIND", "127.0.0.1:9001, unix:/tmp/m0-b.sock")],
+    )
+    .unwrap();
+    assert_eq!(
+        env.options.config.listen,
+        [tcp("127.0.0.1", 9001), unix.clone()]
+    );
+    // The file: an array.
+    let file = temp_file("bind.toml", "bind = ['0.0.0.0:9003', 'fd://7']\n");
+    let from_file = ok(&[&format!("--config={}", file.display())])
+        .options
+        .config;
+    assert_eq!(
+        from_file.listen,
+        [
+            tcp("0.0.0.0", 9003),
+            Listen::Fd {
+                fd: 7,
+                systemd: false
+            }
+        ]
+    );
+    // --uds-permissions applies to a --bind unix: socket file too.
+    let mode = ok(&["--bind=unix:/tmp/m0-b.sock", "--uds-permissions=600"]);
+    assert_eq!(mode.options.config.socket.uds_mode, Some(0o600));
+}
+
+#[test]
+fn bind_with_the_old_address_flags_or_a_bad_address_is_a_usage_error() {
+    // Strict: which address would win is a guess, so neither does.
+    for old in [
+        "--host=0.0.0.0",
+        "--port=9000",
+        "--uds=/tmp/x.sock",
+        "--fd=3",
+    ] {
+        let message = usage(&["--bind=127.0.0.1:9001", old]);
+        assert!(message.contains("--bind"), "{old}: {message}");
+        let flag = old.split('=').next().unwrap();
+        assert!(message.contains(flag), "{old}: {message}");
+    }
+    let env = parse_env(&["--bind=127.0.0.1:9001"], &[("M0SERVE_PORT", "9000")]);
+    assert!(
+        matches!(env, Err(CliError::Usage(ref m)) if m.contains("--port")),
+        "M0SERVE_PORT beside --bind accepted"
+    );
+    for bad in ["::1:80", "host:http", "unix:", "fd://x", ""] {
+        let message = usage(&["--bind", bad]);
+        assert!(message.contains("--bind"), "{bad:?}: {message}");
+        assert!(!message.contains('\n'), "{bad:?}: one line: {message}");
+    }
 }

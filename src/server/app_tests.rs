@@ -29,10 +29,10 @@ fn backends() -> Vec<(&'static str, Run)> {
 
 fn serve(run: Run, app: Arc<ThreadApp>) -> Harness {
     let shared = Arc::new(Shared {
-        server: Arc::new(ServerAddr::Tcp {
+        servers: vec![Arc::new(ServerAddr::Tcp {
             host: "127.0.0.1".into(),
             port: 0,
-        }),
+        })],
         keep_alive_timeout: Duration::from_secs(10),
         ..Shared::for_tests(Router::default(), Some(app))
     });

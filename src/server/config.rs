@@ -18,7 +18,8 @@ use crate::ws::Keepalive;
 /// The server's settings.
 #[derive(Debug)]
 pub struct Config {
-    pub listen: Listen,
+    /// Where to listen: every core serves each (most servers have one).
+    pub listen: Vec<Listen>,
     /// The backlog and socket file mode of a listener bound here.
     pub socket: listener::Setup,
     /// Core threads; `None`: one per CPU the process may use (its affinity
@@ -69,10 +70,10 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            listen: Listen::Tcp {
+            listen: vec![Listen::Tcp {
                 host: "127.0.0.1".into(),
                 port: 8000,
-            },
+            }],
             socket: listener::Setup::default(),
             cores: None,
             backend: Choice::Auto,

@@ -115,6 +115,12 @@ pub fn bind(listen: &Listen, setup: Setup) -> io::Result<Listener> {
     }
 }
 
+/// Bind every one of `listens`, in order; the first failure is the error
+/// (what was bound before it is dropped, so a Unix socket's file is removed).
+pub fn bind_all(listens: &[Listen], setup: Setup) -> io::Result<Vec<Listener>> {
+    listens.iter().map(|listen| bind(listen, setup)).collect()
+}
+
 fn bind_tcp(host: &str, port: u16, backlog: i32) -> io::Result<Listener> {
     // "[::1]" as well as "::1": the brackets belong to URLs, not addresses.
     let host = host.trim_start_matches('[').trim_end_matches(']');

@@ -43,8 +43,8 @@ use crate::tls::{TlsService, TlsShared};
 use crate::tuning::Tuning;
 pub use config::Config;
 
-/// Where to listen.
-#[derive(Clone, Debug)]
+/// Where to listen: one listener (a server has one or more).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Listen {
     Tcp {
         host: String,
@@ -95,9 +95,9 @@ impl Options {
 pub struct Inherited {
     /// The worker's number, from 1 (the metrics' `worker` label).
     pub number: u32,
-    /// The listener the supervisor bound, shared by every worker (see
-    /// [`listener::adopt`]).
-    pub listener: OwnedFd,
+    /// The listeners the supervisor bound, shared by every worker, in the
+    /// order of [`Config::listen`] (see [`listener::adopt`]).
+    pub listeners: Vec<OwnedFd>,
     /// The core threads and CPUs its supervisor planned for this worker
     /// (None: planned here, from `cores`, the mask and the quota).
     pub cpu_share: Option<cpus::Worker>,
@@ -137,34 +137,38 @@ pub fn run(options: Options) -> io::Result<i32> {
         remote,
     } = options;
     let kind = backend::select(config.backend, tuning.uring_disabled).map_err(io::Error::other)?;
-    let (worker, share, listener, tally, metrics) = match inherited {
+    let (worker, share, inherited_fds, tally, metrics) = match inherited {
         Some(i) => {
             if let Some(budget) = i.budget {
                 request_budget::set(budget);
             }
-            (i.number, i.cpu_share, Some(i.listener), i.tally, i.metrics)
+            (i.number, i.cpu_share, Some(i.listeners), i.tally, i.metrics)
         }
         None => (1, None, None, None, None),
     };
     let pins = cpus::core_pins(share, config.cores)?;
-    let listener = match listener {
-        Some(fd) => listener::adopt(fd)?,
-        None => listener::bind(&config.listen, config.socket)?,
+    let listeners = match inherited_fds {
+        Some(fds) => fds
+            .into_iter()
+            .map(listener::adopt)
+            .collect::<io::Result<Vec<_>>>()?,
+        None => listener::bind_all(&config.listen, config.socket)?,
     };
+    if listeners.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no address to listen on",
+        ));
+    }
     let control = Arc::new(Control::new(config.max_connections).with_tally(tally));
     let graceful = config.graceful_timeout;
     let readiness = config.router.readiness();
 
-    let server = Arc::new(match &listener.addr {
-        listener::Address::Tcp(addr) => ServerAddr::Tcp {
-            host: match &config.listen {
-                Listen::Tcp { host, .. } => host.clone(),
-                Listen::Unix(_) | Listen::Fd { .. } => addr.ip().to_string(),
-            },
-            port: addr.port(),
-        },
-        listener::Address::Unix(path) => ServerAddr::Unix(path.clone()),
-    });
+    let servers = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Arc::new(server_addr(&l.addr, config.listen.get(i))))
+        .collect();
     let tls = config.tls.take().map(|settings| {
         Arc::new(TlsShared {
             settings,
@@ -172,7 +176,7 @@ pub fn run(options: Options) -> io::Result<i32> {
             send_timeout: config.send_timeout,
         })
     });
-    let shared = Arc::new(session::Shared::new(config, &tuning, app, server));
+    let shared = Arc::new(session::Shared::new(config, &tuning, app, servers));
     let _sampler = match (metrics, &shared.app) {
         (Some(region), Some(app)) => sampler::Sampler::start(region, worker, app.clone()),
         _ => None,
@@ -200,7 +204,7 @@ pub fn run(options: Options) -> io::Result<i32> {
         }
     };
     serve(
-        listener,
+        listeners,
         pins,
         kind,
         &tuning,
@@ -214,6 +218,24 @@ pub fn run(options: Options) -> io::Result<i32> {
         },
         Arc::new(core_main),
     )
+}
+
+/// Where a listener at `addr` listens, as the app is told: a TCP listener
+/// bound from a host name keeps that name (`listen`, what it was bound
+/// from: a worker's flags, which name the supervisor's listeners in order
+/// unless socket activation replaced them, so the port must agree; an
+/// inherited one has only its address).
+fn server_addr(addr: &listener::Address, listen: Option<&Listen>) -> ServerAddr {
+    match addr {
+        listener::Address::Tcp(addr) => ServerAddr::Tcp {
+            host: match listen {
+                Some(Listen::Tcp { host, port }) if [0, addr.port()].contains(port) => host.clone(),
+                _ => addr.ip().to_string(),
+            },
+            port: addr.port(),
+        },
+        listener::Address::Unix(path) => ServerAddr::Unix(path.clone()),
+    }
 }
 
 /// How the server's life is told and ended: its graceful timeout, who
@@ -241,10 +263,10 @@ fn run_backend<S: Service>(kind: Kind, ctx: CoreContext, service: S) -> io::Resu
     }
 }
 
-/// Spawn the cores on `listener`, wait for a signal (or a core's failure),
+/// Spawn the cores on `listeners`, wait for a signal (or a core's failure),
 /// shut down within `graceful`, and join them.
 fn serve(
-    listener: listener::Listener,
+    listeners: Vec<listener::Listener>,
     pins: Vec<Option<CoreId>>,
     kind: Kind,
     tuning: &Tuning,
@@ -276,19 +298,28 @@ fn serve(
     let failed = Arc::new(AtomicBool::new(false));
     let board = Board::sharing(n, tuning.accept_share);
     let batch = Batch::new(tuning.accept_batch);
-    let rotate_accepts = listener.shared && tuning.accept_rotate;
-    let recheck = listener.shared.then_some(RECHECK);
+    // Other processes may accept from a shared listener (a supervisor's
+    // workers all share theirs): the rules for it then hold for every one.
+    let shared = listeners.iter().any(|l| l.shared);
+    let rotate_accepts = shared && tuning.accept_rotate;
+    let recheck = shared.then_some(RECHECK);
     let linger = linger::Settings::quiet_for(tuning.linger);
-    tracing::info!(
-        "listening on {} ({kind} backend, {n} cores)",
-        listener.addr.url(secure)
-    );
+    for l in &listeners {
+        tracing::info!(
+            "listening on {} ({kind} backend, {n} cores)",
+            l.addr.url(secure)
+        );
+        if secure && matches!(l.addr, listener::Address::Unix(_)) {
+            tracing::info!("{}: plain HTTP (TLS applies to TCP listeners only)", l.addr);
+        }
+    }
+    let fds: Vec<_> = listeners.iter().map(|l| l.fd.clone()).collect();
 
     let mut threads = Vec::with_capacity(n);
     for (index, pin) in pins.into_iter().enumerate() {
         let ctx = CoreContext {
             index,
-            listener: listener.fd.clone(),
+            listeners: fds.clone(),
             board: board.clone(),
             control: control.clone(),
             batch,
@@ -317,7 +348,7 @@ fn serve(
         control.join_tally();
         tell(Phase::Ready);
         if let Some(remote) = &remote {
-            remote.ready(listener.addr.url(secure));
+            remote.ready(listeners[0].addr.url(secure));
         }
         // Ends with a signal, or with None when a failing core (or the
         // embedder's stop) closed the iterator.
@@ -339,7 +370,9 @@ fn serve(
     // hearing this finds the cores expecting their accepts to fail.
     tell(Phase::Draining);
     // After the flag: a core that sees its accept fail knows why.
-    listener.stop_listening();
+    listeners
+        .iter()
+        .for_each(listener::Listener::stop_listening);
     board.wake_all();
     for t in threads {
         // Failures were logged (and recorded) by the thread itself.
@@ -349,7 +382,7 @@ fn serve(
     if let Some(remote) = &remote {
         remote.release();
     }
-    drop(listener); // unlinks a Unix socket's file
+    drop(listeners); // unlinks the Unix sockets' files
     Ok(if failed.load(Ordering::SeqCst) { 1 } else { 0 })
 }
 
@@ -403,7 +436,7 @@ mod tests {
 
     impl Service for Unwired {
         type Session = Unwired;
-        fn open(&mut self, _peer: &Peer, _notifier: Notifier) -> Unwired {
+        fn open(&mut self, _peer: &Peer, _listener: usize, _notifier: Notifier) -> Unwired {
             Unwired
         }
     }
@@ -445,11 +478,11 @@ mod tests {
     }
 
     fn serve_with(core_main: CoreMain, cores: usize) -> JoinHandle<io::Result<i32>> {
-        serve_on(tcp_listener(), core_main, cores, None)
+        serve_on(vec![tcp_listener()], core_main, cores, None)
     }
 
     fn serve_on(
-        l: listener::Listener,
+        l: Vec<listener::Listener>,
         core_main: CoreMain,
         cores: usize,
         remote: Option<remote::Remote>,
@@ -510,7 +543,7 @@ mod tests {
             unreachable!()
         };
         let core_main: CoreMain = Arc::new(|ctx| run_backend(Kind::Portable, ctx, Unwired));
-        let t = serve_on(l, core_main.clone(), 2, None);
+        let t = serve_on(vec![l], core_main.clone(), 2, None);
         // Served (closed at once by the placeholder): the cores run, and the
         // signal handlers were installed before them.
         let mut c = std::net::TcpStream::connect(addr).unwrap();
@@ -522,7 +555,7 @@ mod tests {
 
         // The embedder's stop: a graceful exit, told where it was ready.
         let remote = remote::Remote::new();
-        let t = serve_on(tcp_listener(), core_main, 1, Some(remote.clone()));
+        let t = serve_on(vec![tcp_listener()], core_main, 1, Some(remote.clone()));
         let url = remote.wait_ready(Duration::from_secs(5)).expect("ready");
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
         remote.request_stop();

@@ -44,7 +44,8 @@ pub struct Arbiter<'a> {
     /// from, kept at the period before the current one (the oldest a
     /// worker started now needs), so older keys cannot be recomputed here.
     tickets: RefCell<Option<Seed>>,
-    listener: &'a Listener,
+    /// Every listener the workers serve, in the configuration's order.
+    listeners: &'a [Listener],
     /// Both ends of the lifeline: the read end for workers to inherit, the
     /// write end held here only, closed when the supervisor ends.
     lifeline: (OwnedFd, OwnedFd),
@@ -73,7 +74,7 @@ pub struct Arbiter<'a> {
 impl<'a> Arbiter<'a> {
     pub fn new(
         plan: &Plan,
-        listener: &'a Listener,
+        listeners: &'a [Listener],
         wakeup: Wakeup,
         reload: Option<Reload>,
         metrics: Option<super::Metrics>,
@@ -94,7 +95,7 @@ impl<'a> Arbiter<'a> {
             portable: plan.portable,
             tls: plan.tls,
             tickets: RefCell::new(plan.tls.then(ticket_seed).flatten()),
-            listener,
+            listeners,
             lifeline: worker::pipe()?,
             tally: plan.balance.then(share_tally).flatten(),
             ready,
@@ -185,20 +186,27 @@ impl<'a> Arbiter<'a> {
                         }
                     }
                 }
-                Action::ShutListener => self.listener.stop_listening(),
+                Action::ShutListener => self.listeners.iter().for_each(Listener::stop_listening),
                 Action::Publish(ready) => {
                     if let Some((_, flag)) = &self.ready {
                         flag.set(ready);
                     }
                 }
                 Action::CameUp { workers } => {
-                    let url = self.listener.addr.url(self.tls);
+                    let urls: Vec<_> = self
+                        .listeners
+                        .iter()
+                        .map(|l| l.addr.url(self.tls))
+                        .collect();
                     tracing::info!(
-                        "supervisor (pid {}): {workers} worker(s) ready on {url}",
+                        "supervisor (pid {}): {workers} worker(s) ready on {}",
                         std::process::id(),
+                        urls.join(", "),
                     );
-                    if let Some(remote) = &self.remote {
-                        remote.ready(url);
+                    // The embedder is told of the first (its `url`).
+                    if let Some((remote, first)) = self.remote.as_ref().zip(urls.into_iter().next())
+                    {
+                        remote.ready(first);
                     }
                     self.workers_ready = workers;
                     if let Some(systemd) = &mut self.systemd {
@@ -245,7 +253,7 @@ impl<'a> Arbiter<'a> {
     fn spawn(&self, number: usize) -> io::Result<Worker> {
         let tickets = self.tickets_now();
         let inherit = Inherit {
-            listener: self.listener.fd.as_fd(),
+            listeners: self.listeners.iter().map(|l| l.fd.as_fd()).collect(),
             lifeline: self.lifeline.0.as_fd(),
             tally: self.tally.as_ref().map(|(fd, _)| fd.as_fd()),
             ready: self.ready.as_ref().map(|(fd, _)| fd.as_fd()),

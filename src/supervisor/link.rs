@@ -2,7 +2,7 @@
 //! internal `M0SERVE_WORKER_*` variables, not flags), and what the worker
 //! does with it.
 //!
-//! - the listener, bound once by the supervisor and shared by every worker;
+//! - the listeners, bound once by the supervisor and shared by every worker;
 //! - a status pipe, on which the worker writes [`READY`] once its app is
 //!   loaded (lifespan startup included) and its cores accept, and
 //!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
@@ -25,7 +25,7 @@ use crate::server::{cpus, Inherited, Options, Phase};
 
 /// The worker's number, from 1.
 pub const INDEX: &str = "M0SERVE_WORKER_INDEX";
-/// The shared listening socket.
+/// The shared listening sockets, a comma-separated list of descriptors.
 pub const LISTENER_FD: &str = "M0SERVE_WORKER_FD";
 /// The write end of the status pipe.
 pub const STATUS_FD: &str = "M0SERVE_WORKER_STATUS_FD";
@@ -66,7 +66,7 @@ pub struct Link {
     max_requests: Option<u64>,
     /// [`BACKEND`] was `portable`.
     portable: bool,
-    listener: OwnedFd,
+    listeners: Vec<OwnedFd>,
     status: File,
     lifeline: OwnedFd,
     tally: Option<OwnedFd>,
@@ -87,21 +87,17 @@ pub fn from_vars(mut take: impl FnMut(&str) -> Option<String>) -> Result<Option<
     let number = number
         .parse()
         .map_err(|_| format!("{INDEX}={number} is not a worker number"))?;
-    let mut fd = |name: &str| -> Result<Option<OwnedFd>, String> {
-        let Some(value) = take(name) else {
-            return Ok(None);
-        };
-        let raw: RawFd = value
-            .parse()
-            .map_err(|_| format!("{name}={value} is not a descriptor"))?;
-        adopt(raw)
-            .map(Some)
-            .ok_or_else(|| format!("{name}={value} is not an open descriptor"))
+    let required = |found: Option<String>, name: &str| {
+        found.ok_or_else(|| format!("{INDEX} is set but {name} is not"))
     };
+    let listeners = required(take(LISTENER_FD), LISTENER_FD)?
+        .split(',')
+        .map(|raw| descriptor(LISTENER_FD, raw))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut fd = |name: &str| take(name).map(|raw| descriptor(name, &raw)).transpose();
     let required = |found: Option<OwnedFd>, name: &str| {
         found.ok_or_else(|| format!("{INDEX} is set but {name} is not"))
     };
-    let listener = required(fd(LISTENER_FD)?, LISTENER_FD)?;
     let status = File::from(required(fd(STATUS_FD)?, STATUS_FD)?);
     let lifeline = required(fd(LIFELINE_FD)?, LIFELINE_FD)?;
     let tally = fd(TALLY_FD)?;
@@ -134,7 +130,7 @@ pub fn from_vars(mut take: impl FnMut(&str) -> Option<String>) -> Result<Option<
         share,
         max_requests,
         portable,
-        listener,
+        listeners,
         status,
         lifeline,
         tally,
@@ -142,6 +138,14 @@ pub fn from_vars(mut take: impl FnMut(&str) -> Option<String>) -> Result<Option<
         metrics,
         tickets,
     }))
+}
+
+/// The descriptor `value` of the variable `name`, adopted.
+fn descriptor(name: &str, value: &str) -> Result<OwnedFd, String> {
+    let raw: RawFd = value
+        .parse()
+        .map_err(|_| format!("{name}={value} is not a descriptor"))?;
+    adopt(raw).ok_or_else(|| format!("{name}={value} is not an open descriptor"))
 }
 
 /// The ticket secret the supervisor wrote whole into the pipe `fd`.
@@ -209,7 +213,7 @@ impl Link {
         });
         options.inherited = Some(Inherited {
             number: self.number as u32,
-            listener: self.listener,
+            listeners: self.listeners,
             cpu_share: self.share,
             confined,
             tally: self.tally.and_then(|fd| {

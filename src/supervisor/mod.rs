@@ -1,4 +1,4 @@
-//! The supervisor: binds the listener once, runs `--workers` worker processes
+//! The supervisor: binds the listeners once, runs `--workers` worker processes
 //! on it, and keeps them running. It never imports the application.
 //!
 //! Each worker is the whole server of one process ([`crate::server::run`]),
@@ -14,7 +14,7 @@
 //!   loaded; the worker printed why). Later starts that fail back off
 //!   exponentially ([`backoff`]).
 //! - SIGTERM/SIGINT: every worker drains; once each said its drain began
-//!   (50 ms at most), the supervisor shuts the listener, so new connections
+//!   (50 ms at most), the supervisor shuts the listeners, so new connections
 //!   are refused. Workers never shut the shared socket themselves. With
 //!   `--shutdown-delay`, the drain waits that long first: the readiness flag
 //!   ([`crate::ipc::ready_flag`]) says 503 at once, the workers know
@@ -113,7 +113,7 @@ pub struct Relaunch {
 
 /// What the supervisor runs.
 pub struct Plan {
-    pub listen: Listen,
+    pub listen: Vec<Listen>,
     pub socket: listener::Setup,
     pub workers: usize,
     pub pid_file: Option<PathBuf>,
@@ -223,8 +223,8 @@ pub fn run(plan: Plan) -> i32 {
             Err(e) => return fail(e),
         }
     }
-    let listener = match listener::bind(&plan.listen, plan.socket) {
-        Ok(listener) => listener,
+    let listeners = match listener::bind_all(&plan.listen, plan.socket) {
+        Ok(listeners) => listeners,
         Err(e) => return fail(e),
     };
     let pid_file = match plan.pid_file.as_deref().map(pid_file::PidFile::write) {
@@ -237,12 +237,14 @@ pub fn run(plan: Plan) -> i32 {
             "--workers-max-rss: resident memory cannot be sampled on this platform; not enforced"
         );
     }
-    tracing::debug!(
-        "supervisor (pid {}) bound {}; starting {} worker(s)",
-        std::process::id(),
-        listener.addr.url(plan.tls),
-        plan.workers
-    );
+    for l in &listeners {
+        tracing::debug!(
+            "supervisor (pid {}) bound {}; starting {} worker(s)",
+            std::process::id(),
+            l.addr.url(plan.tls),
+            plan.workers
+        );
+    }
     let metrics = match plan.metrics_address.as_deref().map(start_metrics) {
         Some(Err(e)) => return fail(e),
         Some(Ok(metrics)) => Some(metrics),
@@ -253,7 +255,7 @@ pub fn run(plan: Plan) -> i32 {
         Some(Ok(reload)) => Some(reload),
         None => None,
     };
-    let status = match arbiter::Arbiter::new(&plan, &listener, wakeup, reload, metrics) {
+    let status = match arbiter::Arbiter::new(&plan, &listeners, wakeup, reload, metrics) {
         Ok(arbiter) => arbiter.run(),
         Err(e) => fail(e),
     };
@@ -261,6 +263,6 @@ pub fn run(plan: Plan) -> i32 {
         remote.release();
     }
     drop(pid_file);
-    drop(listener); // unlinks a Unix socket's file, after every worker exited
+    drop(listeners); // unlinks the Unix sockets' files, after every worker exited
     status
 }

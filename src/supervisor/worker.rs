@@ -22,7 +22,8 @@ use crate::server::cpus;
 
 /// What every worker inherits from the supervisor.
 pub struct Inherit<'a> {
-    pub listener: BorrowedFd<'a>,
+    /// Every listener, in the order of the configuration.
+    pub listeners: Vec<BorrowedFd<'a>>,
     pub lifeline: BorrowedFd<'a>,
     pub tally: Option<BorrowedFd<'a>>,
     /// The readiness flag, with `--ready-path`.
@@ -54,7 +55,8 @@ impl Worker {
         let (status_read, status_write) = pipe()?;
         // SAFETY: O_NONBLOCK on a descriptor we own.
         unsafe { libc::fcntl(status_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        let listener = inherit.listener.as_raw_fd();
+        let listeners: Vec<_> = inherit.listeners.iter().map(|fd| fd.as_raw_fd()).collect();
+        let listener_list = listeners.iter().map(|fd| fd.to_string());
         let lifeline = inherit.lifeline.as_raw_fd();
         let status = status_write.as_raw_fd();
         let tally = inherit.tally.map(|fd| fd.as_raw_fd());
@@ -76,7 +78,10 @@ impl Worker {
         command
             .args(&relaunch.args)
             .env(link::INDEX, number.to_string())
-            .env(link::LISTENER_FD, listener.to_string())
+            .env(
+                link::LISTENER_FD,
+                listener_list.collect::<Vec<_>>().join(","),
+            )
             .env(link::STATUS_FD, status.to_string())
             .env(link::LIFELINE_FD, lifeline.to_string());
         if let Some(tally) = tally {
@@ -105,11 +110,13 @@ impl Worker {
         #[cfg(target_os = "linux")]
         let supervisor = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs in the child between fork and exec and
-        // calls only async-signal-safe functions (fcntl, prctl, getppid, _exit).
+        // calls only async-signal-safe functions (fcntl, prctl, getppid,
+        // _exit), allocating nothing (it reads `listeners`, built before).
         unsafe {
             command.pre_exec(move || {
-                for fd in [listener, lifeline, status]
+                for fd in [lifeline, status]
                     .into_iter()
+                    .chain(listeners.iter().copied())
                     .chain(tally)
                     .chain(ready)
                     .chain(metrics)

@@ -5,6 +5,7 @@
 //! wraps (HTTP, WebSocket after an upgrade), which does not know TLS is
 //! there except through [`Secured`]. A PROXY protocol preamble, sent in the
 //! clear before the handshake, is passed through to that session as it is.
+//! Only TCP peers get TLS: a Unix socket's are served plain ([`tcp_only`]).
 //! Certificates and keys are loaded once
 //! per process ([`config`]): a worker started by a SIGHUP roll reads the
 //! files anew, so a roll is how certificates are reloaded.
@@ -12,11 +13,13 @@
 pub mod config;
 pub mod info;
 mod session;
+mod tcp_only;
 pub mod tickets;
 
 pub use config::{ClientAuth, Files, LoadError, MinVersion, Settings};
 pub use info::TlsInfo;
 pub use session::{TlsService, TlsSession, TlsShared};
+pub use tcp_only::Either;
 
 /// A session that can be told its connection is secured, once the
 /// handshake is over and before any request is handed to it.

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use rustls::ServerConnection;
 
 use super::info::TlsInfo;
+use super::tcp_only::Either;
 use super::Secured;
 use crate::backend::sendfile::read_at;
 use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
@@ -80,7 +81,7 @@ pub struct TlsShared {
     pub send_timeout: Duration,
 }
 
-/// Wraps every session `inner` opens in TLS.
+/// Wraps every session `inner` opens for a TCP peer in TLS.
 pub struct TlsService<S> {
     inner: S,
     shared: Arc<TlsShared>,
@@ -97,11 +98,17 @@ where
     S: Service,
     S::Session: Secured,
 {
-    type Session = TlsSession<S::Session>;
+    type Session = Either<S::Session>;
 
-    fn open(&mut self, peer: &Peer, notifier: Notifier) -> Self::Session {
-        let inner = self.inner.open(peer, notifier);
-        TlsSession::new(inner, self.shared.clone(), Instant::now())
+    /// TLS for a TCP peer; a Unix socket's is served plain ([`super::tcp_only`]).
+    fn open(&mut self, peer: &Peer, listener: usize, notifier: Notifier) -> Self::Session {
+        let inner = self.inner.open(peer, listener, notifier);
+        match peer {
+            Peer::Tcp(_) => {
+                Either::Tls(TlsSession::new(inner, self.shared.clone(), Instant::now()))
+            }
+            Peer::Unix => Either::Plain(inner),
+        }
     }
 }
 

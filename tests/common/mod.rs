@@ -110,7 +110,8 @@ impl ServerBuilder {
         if !self.given("--backend") && !self.given("--uring") {
             argv.extend(["--backend".to_string(), backend()]);
         }
-        if !self.given("--port") && !self.given("--uds") {
+        // A --bind may not be mixed with --port.
+        if !self.given("--port") && !self.given("--uds") && !self.given("--bind") {
             argv.extend(["--port".to_string(), "0".to_string()]);
         }
         if !self.given("--health-path") {
@@ -260,7 +261,11 @@ fn wait_child(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 /// `... listening on http://127.0.0.1:PORT (...)` or `... listening on unix:PATH (...)`.
 fn parse_listening(line: &str) -> Option<Addr> {
     let rest = &line[line.find("listening on ")? + "listening on ".len()..];
-    let what = rest.split_whitespace().next()?;
+    parse_url(rest.split_whitespace().next()?)
+}
+
+/// A listener's address as the log writes it (`http://HOST:PORT`, `unix:PATH`).
+pub fn parse_url(what: &str) -> Option<Addr> {
     if let Some(hostport) = what.strip_prefix("http://") {
         return hostport.trim_end_matches('/').parse().ok().map(Addr::Tcp);
     }

@@ -157,11 +157,12 @@ def worker_pids(server: "Server") -> List[int]:
 
 def start_server(backend: str, app: Optional[str], *flags: str, cwd=None, env=None, app_dir=APPS,
                  graceful: str = "5", listening: str = LISTENING) -> Server:
-    """m0serve on `backend`, a free port, one core, `--health-path /healthz`,
+    """m0serve on `backend`, a free port (unless `flags` give a --bind: the
+    two may not be mixed), one core, `--health-path /healthz`,
     `--graceful-timeout graceful`, `--app-dir app_dir` (None: the default,
     the current directory), then `flags` and `app`."""
-    argv = m0serve_command() + [
-        "--port=0",
+    binds = "M0SERVE_BIND" in (env or {}) or any(f in ("-b", "--bind") or f.startswith("--bind=") for f in flags)
+    argv = m0serve_command() + ([] if binds else ["--port=0"]) + [
         "--cores=1",
         f"--backend={backend}",
         "--health-path=/healthz",

@@ -1,7 +1,7 @@
 //! m0serve's io_uring ring: one [`Ring`] per core thread, with the few typed
 //! operations the server's loop needs.
 //!
-//! - a multishot accept ([`Ring::arm_accept`]) whose completions carry
+//! - a multishot accept per listener ([`Ring::arm_accept`]) whose completions carry
 //!   [`std::os::fd::OwnedFd`]s, with its `F_MORE` flag surfaced so the caller
 //!   re-arms it when it ends, and [`Ring::cancel_accept`] for the connection limit;
 //!   or a single-shot one ([`Ring::arm_accept_once`]) where rings of several
@@ -73,12 +73,12 @@ pub fn probe() -> io::Result<()> {
         return Ok(());
     };
     use std::os::fd::AsFd;
-    ring.arm_accept(listener.as_fd())?;
-    ring.cancel_accept()?;
+    ring.arm_accept(0, listener.as_fd())?;
+    ring.cancel_accept(0)?;
     let mut out = Vec::new();
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
     ring.set_timer(give_up)?;
-    while ring.accept_state() != AcceptState::Idle && std::time::Instant::now() < give_up {
+    while ring.accept_state(0) != AcceptState::Idle && std::time::Instant::now() < give_up {
         ring.submit_and_wait()?;
         ring.complete(&mut out);
         for c in out.drain(..) {

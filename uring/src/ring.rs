@@ -85,7 +85,7 @@ impl Op {
     }
 }
 
-/// Where the multishot accept stands.
+/// Where a listener's accept stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AcceptState {
     /// None in flight: [`Ring::arm_accept`] starts one.
@@ -99,9 +99,11 @@ pub enum AcceptState {
 /// A finished operation.
 #[derive(Debug)]
 pub enum Completion {
-    /// One result of the multishot accept. `more` false: the multishot ended
-    /// (cancelled, an error, or CQ overflow) and must be re-armed to accept again.
+    /// One result of the accept on listener `listener` (the caller's index,
+    /// as armed). `more` false: the multishot ended (cancelled, an error, or
+    /// CQ overflow) and must be re-armed to accept again.
     Accepted {
+        listener: usize,
         result: io::Result<OwnedFd>,
         more: bool,
     },
@@ -189,8 +191,8 @@ pub struct Ring {
     ring: IoUring,
     /// Resources of in-flight operations, by user_data.
     in_flight: HashMap<u64, Held>,
-    accept: AcceptState,
-    accept_seq: u32,
+    /// Each listener's accept and its sequence number, by the caller's index.
+    accepts: Vec<(AcceptState, u32)>,
     /// The armed timer's instant and sequence number.
     timer: Option<(Instant, u32)>,
     timer_seq: u32,
@@ -217,8 +219,7 @@ impl Ring {
         let mut ring = Ring {
             ring,
             in_flight: HashMap::new(),
-            accept: AcceptState::Idle,
-            accept_seq: 0,
+            accepts: Vec::new(),
             timer: None,
             timer_seq: 0,
             wake: Arc::new(sys::eventfd()?),
@@ -248,10 +249,11 @@ impl Ring {
         self.in_flight.len()
     }
 
-    /// Start a multishot accept on `listener` unless one is in flight
-    /// (returns whether it started). Accepted fds are non-blocking and close-on-exec.
-    pub fn arm_accept(&mut self, listener: BorrowedFd<'_>) -> io::Result<bool> {
-        self.arm_accept_as(listener, true)
+    /// Start a multishot accept on `listener` (the caller's index `index`,
+    /// which its completions carry) unless one is in flight there (returns
+    /// whether it started). Accepted fds are non-blocking and close-on-exec.
+    pub fn arm_accept(&mut self, index: usize, listener: BorrowedFd<'_>) -> io::Result<bool> {
+        self.arm_accept_as(index, listener, true)
     }
 
     /// Start a single-shot accept on `listener` unless one is in flight: it
@@ -262,15 +264,24 @@ impl Ring {
     /// exclusive waiter and wakes the one at the head. A multishot stays
     /// there, so the ring armed first takes every connection; a single-shot
     /// leaves on its wake-up and is queued again at the tail when re-armed.
-    pub fn arm_accept_once(&mut self, listener: BorrowedFd<'_>) -> io::Result<bool> {
-        self.arm_accept_as(listener, false)
+    pub fn arm_accept_once(&mut self, index: usize, listener: BorrowedFd<'_>) -> io::Result<bool> {
+        self.arm_accept_as(index, listener, false)
     }
 
-    fn arm_accept_as(&mut self, listener: BorrowedFd<'_>, multishot: bool) -> io::Result<bool> {
-        if self.accept != AcceptState::Idle {
+    fn arm_accept_as(
+        &mut self,
+        index: usize,
+        listener: BorrowedFd<'_>,
+        multishot: bool,
+    ) -> io::Result<bool> {
+        if index >= self.accepts.len() {
+            self.accepts.resize(index + 1, (AcceptState::Idle, 0));
+        }
+        let (state, seq) = self.accepts[index];
+        if state != AcceptState::Idle {
             return Ok(false);
         }
-        let seq = Token::next_generation(self.accept_seq);
+        let seq = Token::next_generation(seq);
         let fd = types::Fd(listener.as_raw_fd());
         let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
         let entry = if multishot {
@@ -281,28 +292,30 @@ impl Ring {
                 .build()
         };
         self.start(
-            encode(Kind::Accept, Token::new(0, seq)),
+            encode(Kind::Accept, Token::new(index as u32, seq)),
             entry,
             Held::Nothing,
         )?;
-        self.accept_seq = seq;
-        self.accept = AcceptState::Armed;
+        self.accepts[index] = (AcceptState::Armed, seq);
         Ok(true)
     }
 
-    /// Cancel the multishot accept, if armed: connections then wait in the
-    /// listen backlog. Its last completion ([`Completion::Accepted`] with
+    /// Cancel listener `index`'s accept, if armed: connections then wait in
+    /// the listen backlog. Its last completion ([`Completion::Accepted`] with
     /// `more` false) returns the state to [`AcceptState::Idle`].
-    pub fn cancel_accept(&mut self) -> io::Result<()> {
-        if self.accept == AcceptState::Armed {
-            self.cancel_user_data(encode(Kind::Accept, Token::new(0, self.accept_seq)))?;
-            self.accept = AcceptState::Cancelling;
+    pub fn cancel_accept(&mut self, index: usize) -> io::Result<()> {
+        if let Some(&(AcceptState::Armed, seq)) = self.accepts.get(index) {
+            self.cancel_user_data(encode(Kind::Accept, Token::new(index as u32, seq)))?;
+            self.accepts[index].0 = AcceptState::Cancelling;
         }
         Ok(())
     }
 
-    pub fn accept_state(&self) -> AcceptState {
-        self.accept
+    /// Where listener `index`'s accept stands (Idle: never armed).
+    pub fn accept_state(&self, index: usize) -> AcceptState {
+        self.accepts
+            .get(index)
+            .map_or(AcceptState::Idle, |&(state, _)| state)
     }
 
     /// Receive into one of the ring's buffers, taken only when bytes arrive
@@ -469,10 +482,15 @@ impl Ring {
         match kind {
             Kind::Accept => {
                 let more = cqueue::more(flags);
+                let index = token.slot() as usize;
                 if !more {
                     self.in_flight.remove(&user_data);
-                    if token.generation() == self.accept_seq {
-                        self.accept = AcceptState::Idle;
+                    if let Some(accept) = self
+                        .accepts
+                        .get_mut(index)
+                        .filter(|(_, seq)| *seq == token.generation())
+                    {
+                        accept.0 = AcceptState::Idle;
                     }
                 }
                 let result = result.map(|fd| {
@@ -480,7 +498,11 @@ impl Ring {
                     // kernel installed for this process; nothing else owns it.
                     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
                 });
-                Some(Completion::Accepted { result, more })
+                Some(Completion::Accepted {
+                    listener: index,
+                    result,
+                    more,
+                })
             }
             Kind::Recv => {
                 self.in_flight.remove(&user_data)?;

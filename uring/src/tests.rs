@@ -74,16 +74,16 @@ fn probe_accepts_this_kernel() {
 fn multishot_accept_takes_several_connections_from_one_submission() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
-    assert!(ring.arm_accept(l.as_fd()).unwrap());
+    assert!(ring.arm_accept(0, l.as_fd()).unwrap());
     assert!(
-        !ring.arm_accept(l.as_fd()).unwrap(),
+        !ring.arm_accept(0, l.as_fd()).unwrap(),
         "one multishot at a time"
     );
     let addr = l.local_addr().unwrap();
     let clients: Vec<_> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
     let got = collect(&mut ring, 3, |c| matches!(c, Completion::Accepted { .. }));
     for c in got {
-        let Completion::Accepted { result, more } = c else {
+        let Completion::Accepted { result, more, .. } = c else {
             unreachable!()
         };
         assert!(more, "a multishot accept goes on after each connection");
@@ -96,7 +96,7 @@ fn multishot_accept_takes_several_connections_from_one_submission() {
             "accepted fds are close-on-exec"
         );
     }
-    assert_eq!(ring.accept_state(), AcceptState::Armed);
+    assert_eq!(ring.accept_state(0), AcceptState::Armed);
     drop(clients);
 }
 
@@ -119,7 +119,7 @@ fn received(ring: &mut Ring) -> (Token, std::io::Result<Vec<u8>>) {
 fn recv_and_send_move_bytes() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
+    ring.arm_accept(0, l.as_fd()).unwrap();
     let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let fd = accepted(&mut ring);
     let token = Token::new(7, 3);
@@ -312,15 +312,15 @@ fn a_cancelled_accept_leaves_connections_in_the_backlog_until_rearmed() {
     let l = listener();
     let addr = l.local_addr().unwrap();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
-    ring.cancel_accept().unwrap();
-    assert_eq!(ring.accept_state(), AcceptState::Cancelling);
+    ring.arm_accept(0, l.as_fd()).unwrap();
+    ring.cancel_accept(0).unwrap();
+    assert_eq!(ring.accept_state(0), AcceptState::Cancelling);
     assert!(
-        !ring.arm_accept(l.as_fd()).unwrap(),
+        !ring.arm_accept(0, l.as_fd()).unwrap(),
         "not while the cancel is in flight"
     );
     let last = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
-    let Completion::Accepted { result, more } = &last[0] else {
+    let Completion::Accepted { result, more, .. } = &last[0] else {
         unreachable!()
     };
     assert!(!more);
@@ -328,7 +328,7 @@ fn a_cancelled_accept_leaves_connections_in_the_backlog_until_rearmed() {
         result.as_ref().unwrap_err().raw_os_error(),
         Some(libc::ECANCELED)
     );
-    assert_eq!(ring.accept_state(), AcceptState::Idle);
+    assert_eq!(ring.accept_state(0), AcceptState::Idle);
 
     let _client = TcpStream::connect(addr).unwrap();
     let quiet = drain_for(&mut ring, Duration::from_millis(100));
@@ -338,7 +338,7 @@ fn a_cancelled_accept_leaves_connections_in_the_backlog_until_rearmed() {
             .any(|c| matches!(c, Completion::Accepted { .. })),
         "nothing is accepted while cancelled"
     );
-    assert!(ring.arm_accept(l.as_fd()).unwrap());
+    assert!(ring.arm_accept(0, l.as_fd()).unwrap());
     accepted(&mut ring);
 }
 
@@ -360,7 +360,7 @@ fn dropping_a_ring_with_operations_in_flight_returns_promptly() {
     let l = listener();
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
+    ring.arm_accept(0, l.as_fd()).unwrap();
     ring.recv(Token::new(0, 0), a.as_fd()).unwrap();
     ring.set_timer(Instant::now() + Duration::from_secs(60))
         .unwrap();
@@ -389,7 +389,7 @@ fn hangup(ring: &mut Ring) -> (Token, std::io::Result<Hangup>) {
 fn a_hangup_poll_ignores_data_and_reports_a_half_close() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
+    ring.arm_accept(0, l.as_fd()).unwrap();
     let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let fd = accepted(&mut ring);
     let token = Token::new(4, 9);
@@ -419,7 +419,7 @@ fn a_hangup_poll_ignores_data_and_reports_a_half_close() {
 fn a_hangup_poll_reports_a_reset_as_gone() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
+    ring.arm_accept(0, l.as_fd()).unwrap();
     let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let fd = accepted(&mut ring);
     ring.watch_hangup(Token::new(2, 5), fd.as_fd()).unwrap();
@@ -448,7 +448,7 @@ fn a_hangup_poll_reports_a_reset_as_gone() {
 fn a_cancelled_hangup_poll_completes_with_ecanceled() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
+    ring.arm_accept(0, l.as_fd()).unwrap();
     let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let fd = accepted(&mut ring);
     let token = Token::new(1, 1);
@@ -463,7 +463,7 @@ fn a_cancelled_hangup_poll_completes_with_ecanceled() {
 /// re-armed after every completion; returns how many of `n` connections each took.
 fn spread_between_two_rings(
     n: usize,
-    arm: fn(&mut Ring, BorrowedFd<'_>) -> io::Result<bool>,
+    arm: fn(&mut Ring, usize, BorrowedFd<'_>) -> io::Result<bool>,
 ) -> [usize; 2] {
     let l = listener();
     let mut rings = [
@@ -471,7 +471,7 @@ fn spread_between_two_rings(
         Ring::new(Config::default()).unwrap(),
     ];
     for r in &mut rings {
-        arm(r, l.as_fd()).unwrap();
+        arm(r, 0, l.as_fd()).unwrap();
         r.submit().unwrap();
     }
     let addr = l.local_addr().unwrap();
@@ -492,8 +492,8 @@ fn spread_between_two_rings(
                         got = true;
                     }
                 }
-                if r.accept_state() == AcceptState::Idle {
-                    arm(r, l.as_fd()).unwrap();
+                if r.accept_state(0) == AcceptState::Idle {
+                    arm(r, 0, l.as_fd()).unwrap();
                 }
                 r.submit().unwrap();
             }
@@ -518,7 +518,7 @@ fn single_shot_accepts_rotate_connections_between_rings_sharing_a_listener() {
 fn two_rings_armed_once(l: &TcpListener) -> [Ring; 2] {
     [(); 2].map(|_| {
         let mut r = Ring::new(Config::default()).unwrap();
-        assert!(r.arm_accept_once(l.as_fd()).unwrap());
+        assert!(r.arm_accept_once(0, l.as_fd()).unwrap());
         r.submit().unwrap();
         r
     })
@@ -551,7 +551,7 @@ fn a_single_shot_accept_cancelled_after_its_wake_up_strands_the_connection() {
     let [mut first, mut behind] = two_rings_armed_once(&l);
     // Loopback completes the handshake inside connect: the wake-up is made.
     let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    first.cancel_accept().unwrap();
+    first.cancel_accept(0).unwrap();
     let ended = collect(&mut first, 1, |c| matches!(c, Completion::Accepted { .. }));
     let Completion::Accepted { result, .. } = &ended[0] else {
         unreachable!()
@@ -598,7 +598,7 @@ fn a_ring_closed_after_its_wake_up_strands_the_connection() {
 fn a_writable_poll_waits_for_room() {
     let l = listener();
     let mut ring = Ring::new(Config::default()).unwrap();
-    ring.arm_accept(l.as_fd()).unwrap();
+    ring.arm_accept(0, l.as_fd()).unwrap();
     let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let fd = accepted(&mut ring);
     // Fill the socket (it is non-blocking): the client reads nothing yet.
@@ -645,4 +645,52 @@ fn a_writable_poll_waits_for_room() {
         Some(Completion::Writable { result, .. }) => result.unwrap(),
         _ => unreachable!(),
     }
+}
+
+#[test]
+fn accepts_on_two_listeners_complete_with_their_index_and_cancel_apart() {
+    let (a, b) = (listener(), listener());
+    let mut ring = Ring::new(Config::default()).unwrap();
+    assert!(ring.arm_accept(0, a.as_fd()).unwrap());
+    assert!(ring.arm_accept(1, b.as_fd()).unwrap());
+    ring.submit().unwrap();
+    let _to_b = TcpStream::connect(b.local_addr().unwrap()).unwrap();
+    let got = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
+    let Completion::Accepted {
+        listener, result, ..
+    } = &got[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        *listener, 1,
+        "the completion names the listener it came from"
+    );
+    assert!(result.is_ok());
+    ring.cancel_accept(1).unwrap();
+    let ended = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
+    assert!(matches!(
+        ended[0],
+        Completion::Accepted {
+            listener: 1,
+            more: false,
+            ..
+        }
+    ));
+    assert_eq!(ring.accept_state(1), AcceptState::Idle);
+    assert_eq!(
+        ring.accept_state(0),
+        AcceptState::Armed,
+        "the other goes on"
+    );
+    let _to_a = TcpStream::connect(a.local_addr().unwrap()).unwrap();
+    let got = collect(&mut ring, 1, |c| matches!(c, Completion::Accepted { .. }));
+    assert!(matches!(
+        got[0],
+        Completion::Accepted {
+            listener: 0,
+            result: Ok(_),
+            ..
+        }
+    ));
 }

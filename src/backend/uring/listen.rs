@@ -1,8 +1,10 @@
 //! The listening side of an io_uring core: accepts, the doors that admit
 //! them in batches, hand-offs from siblings, and the drain.
 //!
-//! Every core arms a multishot accept on the one shared listener, and the
-//! kernel completes each accept on the ring whose accept was armed first:
+//! Every core arms a multishot accept on each shared listener (most servers
+//! have one; the ring keeps an accept per listener, and what they accept
+//! waits in one queue behind one door), and the kernel completes each
+//! accept on the ring whose accept was armed first:
 //! accept sharing is what spreads connections (that core hands them to idle
 //! siblings). The cost, left as it is: while that core is stuck in a long pass
 //! (a view in the loop-only shape), what the kernel accepted on its ring waits
@@ -15,7 +17,7 @@
 //! the workers ([`CoreContext::rotate_accepts`](crate::backend::CoreContext::rotate_accepts)).
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::time::Instant;
 
 use m0serve_uring::{recv_now, AcceptState, Completion};
@@ -42,8 +44,8 @@ impl<S: Service> Core<S> {
             door.run(self.ctx.batch, || {
                 match self.ctx.board.take_handoff(self.ctx.index) {
                     // A hand-off carries the sibling's reservation.
-                    Some(Accepted { fd }) => {
-                        self.admit(fd, true, now);
+                    Some(conn) => {
+                        self.admit(conn, true, now);
                         Step::Admitted
                     }
                     None => Step::Empty,
@@ -59,15 +61,15 @@ impl<S: Service> Core<S> {
         if self.pending.is_empty() {
             self.refill(now);
         }
-        let Some(fd) = self.pending.pop_front() else {
+        let Some(conn) = self.pending.pop_front() else {
             return Step::Empty;
         };
         if !self.ctx.control.try_reserve() {
-            self.pending.push_front(fd);
+            self.pending.push_front(conn);
             return Step::Blocked;
         }
-        if let Some(Accepted { fd }) = admit::place(&self.ctx, Accepted { fd }) {
-            self.admit(fd, false, now);
+        if let Some(conn) = admit::place(&self.ctx, conn) {
+            self.admit(conn, false, now);
         }
         Step::Admitted
     }
@@ -85,12 +87,12 @@ impl<S: Service> Core<S> {
     /// finds the backlog non-empty completes inside the submit.
     fn refill(&mut self, now: Instant) {
         if self.ctx.rotate_accepts
-            && self.ring.accept_state() == AcceptState::Idle
-            && (!self.wants_accept(now) || self.arm_accept().is_err())
+            && self.any_accept(|state| state == AcceptState::Idle)
+            && (!self.wants_accept(now) || self.arm_idle_accepts().is_err())
         {
             return;
         }
-        if self.ring.accept_state() != AcceptState::Armed || self.ring.submit().is_err() {
+        if !self.any_accept(|state| state == AcceptState::Armed) || self.ring.submit().is_err() {
             return;
         }
         let mut reaped = std::mem::take(&mut self.completions);
@@ -109,19 +111,29 @@ impl<S: Service> Core<S> {
     /// A single-shot accept on a shared listener is only not armed again:
     /// the one connection it may still take waits in `pending`.
     pub(super) fn steer_accept(&mut self, now: Instant) -> io::Result<()> {
-        match (self.wants_accept(now), self.ring.accept_state()) {
-            // Also the re-arm after a completion without F_MORE (every
-            // completion of a single-shot accept).
-            (true, AcceptState::Idle) => {
-                self.arm_accept()?;
+        let wanted = self.wants_accept(now);
+        for i in 0..self.ctx.listeners.len() {
+            match (wanted, self.ring.accept_state(i)) {
+                // Also the re-arm after a completion without F_MORE (every
+                // completion of a single-shot accept).
+                (true, AcceptState::Idle) => {
+                    self.arm_accept(i)?;
+                }
+                // A single-shot accept is left to complete: cancelling it can lose
+                // a wake-up meant for a sibling worker ([`Core::take_absorbed`]);
+                // what it takes waits in `pending`, and it is not armed again.
+                (false, AcceptState::Armed) if !self.ctx.rotate_accepts => {
+                    self.ring.cancel_accept(i)?
+                }
+                _ => {}
             }
-            // A single-shot accept is left to complete: cancelling it can lose
-            // a wake-up meant for a sibling worker ([`Core::take_absorbed`]);
-            // what it takes waits in `pending`, and it is not armed again.
-            (false, AcceptState::Armed) if !self.ctx.rotate_accepts => self.ring.cancel_accept()?,
-            _ => {}
         }
         Ok(())
+    }
+
+    /// Whether any listener's accept stands as `is` asks.
+    pub(super) fn any_accept(&self, is: impl Fn(AcceptState) -> bool) -> bool {
+        (0..self.ctx.listeners.len()).any(|i| is(self.ring.accept_state(i)))
     }
 
     /// Take a connection stranded in a shared listener's queue, once per
@@ -140,24 +152,26 @@ impl<S: Service> Core<S> {
             return;
         }
         self.recheck_at = Some(now + every);
-        if std::mem::take(&mut self.accepted_lately)
-            || self.ring.accept_state() != AcceptState::Armed
-            || !self.wants_accept(now)
-        {
+        if std::mem::take(&mut self.accepted_lately) || !self.wants_accept(now) {
             return;
         }
-        if let Some(fd) = self.accept_now("on recheck") {
-            tracing::debug!(core = self.ctx.index, "took a stranded connection");
-            self.pending.push_back(fd);
-            self.listen_door.announce();
+        for i in 0..self.ctx.listeners.len() {
+            if self.ring.accept_state(i) != AcceptState::Armed {
+                continue;
+            }
+            if let Some(conn) = self.accept_now(i, "on recheck") {
+                tracing::debug!(core = self.ctx.index, "took a stranded connection");
+                self.pending.push_back(conn);
+                self.listen_door.announce();
+            }
         }
     }
 
-    /// One non-blocking accept on the listener, outside the ring: a
+    /// One non-blocking accept on listener `i`, outside the ring: a
     /// connection queued there, if any (an error is only logged, `when`).
-    fn accept_now(&self, when: &str) -> Option<OwnedFd> {
-        match admit::accept(self.ctx.listener.as_fd()) {
-            Ok(fd) => Some(fd),
+    fn accept_now(&self, i: usize, when: &str) -> Option<Accepted> {
+        match admit::accept(self.ctx.listeners[i].as_fd()) {
+            Ok(fd) => Some(Accepted { fd, listener: i }),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             Err(e) => {
                 tracing::debug!(core = self.ctx.index, "accept {when}: {e}");
@@ -182,23 +196,34 @@ impl<S: Service> Core<S> {
             && self.pending.len() < PENDING_CAP
     }
 
-    fn arm_accept(&mut self) -> io::Result<bool> {
-        let listener = self.ctx.listener.as_fd();
+    fn arm_accept(&mut self, i: usize) -> io::Result<bool> {
+        let listener = self.ctx.listeners[i].as_fd();
         if self.ctx.rotate_accepts {
-            self.ring.arm_accept_once(listener)
+            self.ring.arm_accept_once(i, listener)
         } else {
-            self.ring.arm_accept(listener)
+            self.ring.arm_accept(i, listener)
         }
     }
 
-    /// Serve `fd` on this core: open its session and read eagerly.
-    pub(super) fn admit(&mut self, fd: OwnedFd, handed: bool, now: Instant) {
+    /// Arm the accept of every listener that has none in flight.
+    fn arm_idle_accepts(&mut self) -> io::Result<()> {
+        for i in 0..self.ctx.listeners.len() {
+            if self.ring.accept_state(i) == AcceptState::Idle {
+                self.arm_accept(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Serve `conn` on this core: open its session and read eagerly.
+    pub(super) fn admit(&mut self, conn: Accepted, handed: bool, now: Instant) {
+        let Accepted { fd, listener } = conn;
         let Some(peer) = admit::begin(&self.ctx, fd.as_fd(), handed) else {
             return;
         };
         let (service, ctx, draining) = (&mut self.service, &self.ctx, self.draining);
         let key = self.conns.insert_with(|key| {
-            let mut session = Guarded::open(|| service.open(&peer, ctx.notifier(key)));
+            let mut session = Guarded::open(|| service.open(&peer, listener, ctx.notifier(key)));
             if draining {
                 session.on_shutdown();
             }
@@ -246,8 +271,10 @@ impl<S: Service> Core<S> {
     /// and a sibling would have served them), and let every session finish.
     pub(super) fn begin_drain(&mut self, now: Instant) {
         self.draining = true;
-        if let Err(e) = self.ring.cancel_accept() {
-            tracing::warn!(core = self.ctx.index, "cancelling the accept failed: {e}");
+        for i in 0..self.ctx.listeners.len() {
+            if let Err(e) = self.ring.cancel_accept(i) {
+                tracing::warn!(core = self.ctx.index, "cancelling an accept failed: {e}");
+            }
         }
         for key in self.conns.keys() {
             if let Some(conn) = self.conns.get_mut(key) {
@@ -259,18 +286,18 @@ impl<S: Service> Core<S> {
             self.drive(key);
         }
         // Handed over with a reservation: admitted (admit calls on_shutdown).
-        while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
-            self.admit(fd, true, now);
+        while let Some(conn) = self.ctx.board.take_handoff(self.ctx.index) {
+            self.admit(conn, true, now);
         }
         // Accepted but not yet admitted: answered once, like those above.
-        while let Some(fd) = self.pending.pop_front() {
-            self.admit_draining(fd, now);
+        while let Some(conn) = self.pending.pop_front() {
+            self.admit_draining(conn, now);
         }
         self.listen_door.clear();
         self.handoff_door.clear();
     }
 
-    /// The drain cancelled a single-shot accept on a listener shared with
+    /// The drain cancelled a single-shot accept on listener `i`, shared with
     /// sibling workers: take one queued connection, if any, in place of the
     /// wake-up the accept may have absorbed.
     ///
@@ -281,17 +308,17 @@ impl<S: Service> Core<S> {
     /// queued, and no sibling is woken for it: it would wait for the next
     /// client to arrive. One wake-up is at stake, so one connection is taken;
     /// one a sibling was also woken for costs that sibling an empty accept.
-    pub(super) fn take_absorbed(&mut self, now: Instant) {
-        if let Some(fd) = self.accept_now("after the drain's cancel") {
-            self.admit_draining(fd, now);
+    pub(super) fn take_absorbed(&mut self, i: usize, now: Instant) {
+        if let Some(conn) = self.accept_now(i, "after the drain's cancel") {
+            self.admit_draining(conn, now);
         }
     }
 
     /// Admit a connection accepted after the drain began (its session is told
     /// of the shutdown at once); at the connection limit it is closed.
-    pub(super) fn admit_draining(&mut self, fd: OwnedFd, now: Instant) {
+    pub(super) fn admit_draining(&mut self, conn: Accepted, now: Instant) {
         if self.ctx.control.try_reserve() {
-            self.admit(fd, false, now);
+            self.admit(conn, false, now);
         }
     }
 }

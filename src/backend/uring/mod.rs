@@ -150,8 +150,9 @@ struct Core<S: Service> {
     conns: Slab<Conn<Guarded<S::Session>>>,
     /// Session deadlines by slot (lazy deletion: see [`Timers`]).
     timers: Timers,
-    /// Accepted by the multishot, not yet admitted (not reserved either).
-    pending: VecDeque<OwnedFd>,
+    /// Accepted on any listener, not yet admitted (not reserved either):
+    /// one queue, so the listeners share the one door that admits from it.
+    pending: VecDeque<Accepted>,
     listen_door: Door,
     handoff_door: Door,
     /// An accept error (EMFILE...) pauses the multishot until then.
@@ -193,13 +194,13 @@ impl<S: Service> Core<S> {
                     self.begin_drain(now);
                 }
                 // A sibling may hand over a connection it admitted just before it saw the shutdown.
-                while let Some(Accepted { fd }) = self.ctx.board.take_handoff(index) {
-                    self.admit(fd, true, now);
+                while let Some(conn) = self.ctx.board.take_handoff(index) {
+                    self.admit(conn, true, now);
                 }
                 let expired = self.ctx.control.deadline().is_some_and(|d| now >= d);
                 // Not before the accept's cancel has landed: a connection it
                 // completed meanwhile is still to be answered.
-                let accepting = self.ring.accept_state() != AcceptState::Idle;
+                let accepting = self.any_accept(|state| state != AcceptState::Idle);
                 if (self.conns.is_empty() && !accepting) || expired {
                     return Ok(());
                 }
@@ -223,22 +224,24 @@ impl<S: Service> Core<S> {
 
     fn on_completion(&mut self, c: Completion, now: Instant) {
         match c {
-            Completion::Accepted { result, .. } => match result {
+            Completion::Accepted {
+                listener, result, ..
+            } => match result {
                 Ok(fd) if !self.draining => {
                     self.accepted_lately = true;
-                    self.pending.push_back(fd);
+                    self.pending.push_back(Accepted { fd, listener });
                     self.listen_door.announce();
                 }
                 // The multishot accept took it before its cancel landed: the
                 // kernel queue it came from is shared with sibling workers
                 // (or was refused to new clients), so it is this core's to
                 // answer, once, with `Connection: close`.
-                Ok(fd) => self.admit_draining(fd, now),
+                Ok(fd) => self.admit_draining(Accepted { fd, listener }, now),
                 Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
                     // A single-shot accept (shared listener) is never cancelled but
                     // by the drain, whose cancel is made up for here.
                     if self.draining && self.ctx.rotate_accepts {
-                        self.take_absorbed(now);
+                        self.take_absorbed(listener, now);
                     }
                 }
                 // The listener was shut at the drain's start.
@@ -505,8 +508,8 @@ impl<S: Service> Core<S> {
                 self.ctx.closed();
             }
         }
-        while let Some(Accepted { fd }) = self.ctx.board.take_handoff(self.ctx.index) {
-            drop(fd);
+        while let Some(conn) = self.ctx.board.take_handoff(self.ctx.index) {
+            drop(conn);
             self.ctx.control.release();
         }
         self.pending.clear();

@@ -136,7 +136,7 @@ fn stranded_behind_a_dead_sibling(recheck: Option<Duration>) -> Option<usize> {
     let listener: std::sync::Arc<OwnedFd> = h.listener().clone();
     let sibling = std::thread::spawn(move || {
         let mut ring = Ring::new(Config::default()).unwrap();
-        assert!(ring.arm_accept_once(listener.as_fd()).unwrap());
+        assert!(ring.arm_accept_once(0, listener.as_fd()).unwrap());
         ring.submit().unwrap();
         armed.0.send(()).unwrap();
         let _ = end.1.recv();

@@ -80,7 +80,7 @@ impl HttpSession {
             head: Arc::clone(&head),
             peer: peer.clone(),
             forwarded,
-            server: self.shared.server.clone(),
+            server: self.server.clone(),
             tls: self.tls.clone(),
             kind: match &upgrade {
                 None => RequestKind::Http,

@@ -13,7 +13,7 @@ fn pipelined_answers_count_when_their_last_byte_is_sent() {
     let router = Router::new(Some("/healthz".into()), vec![]).unwrap();
     let mut s = service(router)
         .counting(Some(shard))
-        .open(&Peer::Unix, notifier());
+        .open(&Peer::Unix, 0, notifier());
     let now = Instant::now();
     let input = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET /nope HTTP/1.1\r\nHost: a\r\n\r\n";
     s.on_read(input, now);

@@ -73,8 +73,9 @@ pub struct Shared {
     pub router: Router,
     /// Where requests no route answers go (None: 404).
     pub app: Option<Arc<dyn App>>,
-    /// Where the server listens, as the app is told.
-    pub server: Arc<ServerAddr>,
+    /// Where the server listens, as the app is told: one address per
+    /// listener, by the backend's listener index.
+    pub servers: Vec<Arc<ServerAddr>>,
     pub limits: Limits,
     pub header_read_timeout: Duration,
     pub keep_alive_timeout: Duration,
@@ -110,17 +111,17 @@ pub struct Shared {
 impl Shared {
     /// What the connections of a server with `config` share: its HTTP
     /// settings (its listener, CPUs and TLS are the server's), `app`, and
-    /// the address the app is told.
+    /// the address of each listener the app is told.
     pub fn new(
         config: super::Config,
         tuning: &Tuning,
         app: Option<Arc<dyn App>>,
-        server: Arc<ServerAddr>,
+        servers: Vec<Arc<ServerAddr>>,
     ) -> Shared {
         Shared {
             router: config.router,
             app,
-            server,
+            servers,
             limits: config.limits,
             header_read_timeout: config.header_read_timeout,
             keep_alive_timeout: config.keep_alive_timeout,
@@ -152,7 +153,7 @@ impl Shared {
             ..super::Config::default()
         };
         let server = Arc::new(ServerAddr::Unix("/test".into()));
-        Shared::new(config, &Tuning::default(), app, server)
+        Shared::new(config, &Tuning::default(), app, vec![server])
     }
 }
 
@@ -199,6 +200,8 @@ pub struct HttpSession {
     /// ([`HttpSession::tell_stream`]).
     stream_tell: Option<deadlines::StreamTell>,
     peer: Peer,
+    /// Where its connection came in, as the app is told.
+    server: Arc<ServerAddr>,
     /// The TLS facts, once a [`crate::tls::TlsSession`] around this one
     /// finished its handshake.
     tls: Option<Arc<TlsInfo>>,

@@ -39,7 +39,7 @@ impl HttpService {
 impl Service for HttpService {
     type Session = HttpSession;
 
-    fn open(&mut self, peer: &Peer, notifier: Notifier) -> HttpSession {
+    fn open(&mut self, peer: &Peer, listener: usize, notifier: Notifier) -> HttpSession {
         let now = Instant::now();
         let mut conn = ServerConn::new(self.shared.limits);
         if let Some(defaults) = &self.shared.response_defaults {
@@ -74,6 +74,7 @@ impl Service for HttpService {
             held_by_drain: None,
             stream_tell: None,
             peer: peer.clone(),
+            server: self.shared.servers[listener].clone(),
             tls: None,
             notifier,
             shared: self.shared.clone(),

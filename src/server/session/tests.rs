@@ -45,7 +45,7 @@ fn pipelined_answers_keep_their_order_around_a_file_body() {
         .write_all(b"FILEBODY")
         .unwrap();
     let router = Router::new(Some("/healthz".into()), vec![("/s".into(), dir.clone())]).unwrap();
-    let mut s = service(router).open(&Peer::Unix, notifier());
+    let mut s = service(router).open(&Peer::Unix, 0, notifier());
     let now = Instant::now();
     s.on_read(
         b"GET /s/a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -64,7 +64,7 @@ fn pipelined_answers_keep_their_order_around_a_file_body() {
 
 #[test]
 fn a_head_that_starts_after_a_complete_one_is_timed() {
-    let mut s = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut s = service(Router::default()).open(&Peer::Unix, 0, notifier());
     let now = Instant::now();
     s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HT", now);
     drain(&mut s);
@@ -79,7 +79,7 @@ fn a_head_that_starts_after_a_complete_one_is_timed() {
 
 #[test]
 fn a_refused_upload_lingers_for_the_rest_of_its_body() {
-    let mut s = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut s = service(Router::default()).open(&Peer::Unix, 0, notifier());
     s.on_read(
         b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\nabc",
         Instant::now(),
@@ -93,7 +93,7 @@ fn a_refused_upload_lingers_for_the_rest_of_its_body() {
 
 #[test]
 fn an_idle_connection_gets_the_keep_alive_deadline() {
-    let mut s = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut s = service(Router::default()).open(&Peer::Unix, 0, notifier());
     let now = Instant::now();
     s.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", now);
     assert!(String::from_utf8(drain(&mut s))
@@ -122,7 +122,7 @@ fn draining_service(grace: Option<Duration>) -> HttpService {
 #[test]
 fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_idle_connection() {
     let get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-    let mut just = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, notifier());
+    let mut just = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, 0, notifier());
     just.on_read(get, Instant::now());
     drain(&mut just);
     just.on_shutdown();
@@ -139,7 +139,8 @@ fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_i
     assert!(just.done());
     // An answer encoded for a kept-alive connection but still queued as
     // the drain begins: its client will send again once it reads it.
-    let mut queued = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, notifier());
+    let mut queued =
+        draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, 0, notifier());
     queued.on_read(get, Instant::now());
     queued.on_shutdown();
     assert!(String::from_utf8(drain(&mut queued))
@@ -155,7 +156,7 @@ fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_i
         .contains("Connection: close"));
     assert!(queued.done());
     // Nothing came: closed once the grace since the last answer is over.
-    let mut quiet = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, notifier());
+    let mut quiet = draining_service(Some(Duration::from_secs(1))).open(&Peer::Unix, 0, notifier());
     quiet.on_read(get, Instant::now());
     drain(&mut quiet);
     quiet.on_shutdown();
@@ -164,14 +165,15 @@ fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_i
     assert!(quiet.done());
     // Idle longer than the grace already: a client sending back to back
     // would have sent; closed at once.
-    let mut long = draining_service(Some(Duration::from_millis(1))).open(&Peer::Unix, notifier());
+    let mut long =
+        draining_service(Some(Duration::from_millis(1))).open(&Peer::Unix, 0, notifier());
     long.on_read(get, Instant::now());
     drain(&mut long);
     std::thread::sleep(Duration::from_millis(5));
     long.on_shutdown();
     assert!(long.done() && long.idle());
     // The negative arm (M0_DRAIN_IDLE_MS=0): closed at once, the old rule.
-    let mut at_once = draining_service(None).open(&Peer::Unix, notifier());
+    let mut at_once = draining_service(None).open(&Peer::Unix, 0, notifier());
     at_once.on_read(get, Instant::now());
     drain(&mut at_once);
     at_once.on_shutdown();
@@ -180,14 +182,14 @@ fn a_drain_answers_a_request_sent_just_after_the_last_answer_and_closes_a_long_i
 
 #[test]
 fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
-    let mut idle = draining_service(None).open(&Peer::Unix, notifier());
+    let mut idle = draining_service(None).open(&Peer::Unix, 0, notifier());
     idle.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
     drain(&mut idle);
     idle.on_shutdown();
     assert!(idle.done());
     // A connection accepted just before the drain gets its first request
     // answered (with `Connection: close`), or closes within the grace.
-    let mut fresh = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut fresh = service(Router::default()).open(&Peer::Unix, 0, notifier());
     let now = Instant::now();
     fresh.on_shutdown();
     assert!(!fresh.done() && !fresh.idle());
@@ -198,14 +200,14 @@ fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
         .unwrap()
         .contains("Connection: close"));
     assert!(fresh.done());
-    let mut silent = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut silent = service(Router::default()).open(&Peer::Unix, 0, notifier());
     silent.on_shutdown();
     let grace = silent.deadline().unwrap();
     silent.on_deadline(grace);
     assert!(silent.done());
     // Without the drain's hold (M0_DRAIN_IDLE_MS=0): an answer queued but
     // not sent as the drain begins is the connection's last.
-    let mut busy = draining_service(None).open(&Peer::Unix, notifier());
+    let mut busy = draining_service(None).open(&Peer::Unix, 0, notifier());
     busy.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
     busy.on_shutdown();
     // Done, but the backend closes only once the queued answer is written.
@@ -213,7 +215,7 @@ fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
         .unwrap()
         .starts_with("HTTP/1.1 404"));
     assert!(busy.done());
-    let mut fresh = service(Router::default()).open(&Peer::Unix, notifier());
+    let mut fresh = service(Router::default()).open(&Peer::Unix, 0, notifier());
     fresh.on_read(b"GET / HTTP/1.1\r\nHost: x\r\n", Instant::now());
     fresh.on_shutdown();
     assert!(!fresh.done(), "a request on its way is answered");
@@ -227,7 +229,7 @@ fn shutdown_closes_idle_sessions_and_lets_a_busy_one_finish() {
 #[test]
 fn a_request_with_a_body_is_answered_after_its_body() {
     let router = Router::new(Some("/healthz".into()), vec![]).unwrap();
-    let mut s = service(router).open(&Peer::Unix, notifier());
+    let mut s = service(router).open(&Peer::Unix, 0, notifier());
     let now = Instant::now();
     s.on_read(
         b"POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
@@ -273,7 +275,7 @@ pub(super) fn app_session_with(
     configure(shared);
     let board = Board::new(1);
     let key = crate::backend::slab::Key::new(0, 0);
-    let s = svc.open(&Peer::Unix, Notifier::new(board.clone(), 0, key));
+    let s = svc.open(&Peer::Unix, 0, Notifier::new(board.clone(), 0, key));
     (s, app, board)
 }
 

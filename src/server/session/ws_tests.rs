@@ -67,7 +67,7 @@ impl Client {
         let board = Board::new(1);
         let key = crate::backend::slab::Key::new(0, 0);
         let notifier = Notifier::new(board.clone(), 0, key);
-        let s = HttpService::new(Arc::new(shared)).open(&Peer::Unix, notifier);
+        let s = HttpService::new(Arc::new(shared)).open(&Peer::Unix, 0, notifier);
         Client {
             s,
             app,

@@ -95,3 +95,8 @@ def listen_env(environ, start_response):
     """The socket-activation variables this worker's process sees (`-` when unset)."""
     seen = [os.environ.get(name, "-") for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")]
     return _text(start_response, " ".join(seen))
+
+
+def server_address(environ, start_response):
+    """Where the request came in, as the app is told: SERVER_NAME SERVER_PORT."""
+    return _text(start_response, f"{environ['SERVER_NAME']} {environ['SERVER_PORT']}")
