@@ -15,6 +15,8 @@
 //! requests; any other app sees the upgrade request as a plain HTTP request
 //! (a WSGI app sees a normal GET) and its answer goes out as plain HTTP.
 
+#[cfg(feature = "python")]
+pub mod beat_thread;
 pub mod body_buffer;
 pub mod conduit;
 pub mod peer_text;
@@ -120,6 +122,13 @@ pub trait App: Send + Sync + 'static {
     /// app's own threads and the core share a CPU is the app's to say (it
     /// knows whether it has any); nothing by default.
     fn on_core_thread(&self) {}
+
+    /// Claim a slot of the worker's heartbeat and keep it stamped while the
+    /// app's own side answers (its GIL, its event loop), for the
+    /// supervisor's `--worker-timeout`; called once, before the server is
+    /// ready. Nothing by default: an app with no thread of its own is
+    /// covered by the cores' slots.
+    fn keep_heartbeat(&self, _heartbeat: &crate::ipc::heartbeat::Heartbeat) {}
 
     /// Its pool's or executor's figures now, for the metrics (sampled off
     /// the request path); none by default.

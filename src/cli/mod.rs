@@ -300,6 +300,7 @@ fn parse_as(
         log_format: server.log_format,
         app,
         supervision: Supervision {
+            worker_timeout: workers.worker_timeout(),
             workers: workers.workers,
             pid_file: workers.pid_file,
             recycle: recycle.recycle(),

@@ -68,6 +68,8 @@ pub struct Arbiter<'a> {
     systemd: Option<Notifier>,
     /// The workers said ready, for systemd's status line.
     workers_ready: usize,
+    /// How often each worker stamps its heartbeat (`--worker-timeout`).
+    heartbeat: Option<Duration>,
 }
 
 impl<'a> Arbiter<'a> {
@@ -85,6 +87,7 @@ impl<'a> Arbiter<'a> {
             shutdown_delay: plan.shutdown_delay,
             recycle: plan.recycle.clone(),
             readiness: ready.is_some(),
+            worker_timeout: plan.worker_timeout,
         };
         Ok(Arbiter {
             machine: Machine::new(config, Instant::now()),
@@ -110,6 +113,7 @@ impl<'a> Arbiter<'a> {
                     .ok()
             }),
             workers_ready: 0,
+            heartbeat: plan.worker_timeout.map(super::state::heartbeat_period),
         })
     }
 
@@ -131,6 +135,11 @@ impl<'a> Arbiter<'a> {
                 let said = self.workers.get_mut(&pid).map(Worker::read_status);
                 if let Some(said) = said.filter(|&said| said != Said::default()) {
                     self.feed(now, Event::Status { pid, said });
+                }
+            }
+            for pid in self.machine.live() {
+                if let Some(silent) = self.workers.get(&pid).and_then(Worker::silent) {
+                    self.feed(now, Event::Heartbeat { pid, silent });
                 }
             }
             for pid in self.machine.live() {
@@ -252,6 +261,7 @@ impl<'a> Arbiter<'a> {
             portable: self.portable,
             metrics: self.metrics.as_ref().map(|m| m.fd.as_fd()),
             tickets: tickets.as_ref(),
+            heartbeat: self.heartbeat,
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);

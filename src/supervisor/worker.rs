@@ -18,6 +18,7 @@ use super::link::{self, DRAINING, MAX_REQUESTS, READY};
 use super::state::Said;
 use super::wakeup;
 use super::Relaunch;
+use crate::ipc::heartbeat::{self, Heartbeat};
 use crate::server::cpus;
 
 /// What every worker inherits from the supervisor.
@@ -32,12 +33,17 @@ pub struct Inherit<'a> {
     pub metrics: Option<BorrowedFd<'a>>,
     /// The session-ticket secret, with TLS ([`crate::tls::tickets`]).
     pub tickets: Option<&'a crate::tls::tickets::Seed>,
+    /// `--worker-timeout`: each worker gets a heartbeat page asking for a
+    /// stamp this often (None: not watched).
+    pub heartbeat: Option<std::time::Duration>,
 }
 
 pub struct Worker {
     child: Child,
     /// The status pipe's read end (non-blocking); `None` after end of file.
     status: Option<File>,
+    /// Its heartbeat page, with `--worker-timeout`.
+    heartbeat: Option<Heartbeat>,
 }
 
 impl Worker {
@@ -72,6 +78,14 @@ impl Worker {
             None => None,
         };
         let tickets = tickets_read.as_ref().map(|fd| fd.as_raw_fd());
+        let (heartbeat_fd, heartbeat) = match inherit.heartbeat {
+            Some(period) => {
+                let (fd, page) = heartbeat::create(period)?;
+                (Some(fd), Some(page))
+            }
+            None => (None, None),
+        };
+        let beats = heartbeat_fd.as_ref().map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -90,6 +104,9 @@ impl Worker {
         }
         if let Some(tickets) = tickets {
             command.env(link::TICKETS_FD, tickets.to_string());
+        }
+        if let Some(beats) = beats {
+            command.env(link::HEARTBEAT_FD, beats.to_string());
         }
         if let Some(share) = share {
             command
@@ -114,6 +131,7 @@ impl Worker {
                     .chain(ready)
                     .chain(metrics)
                     .chain(tickets)
+                    .chain(beats)
                 {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
@@ -137,9 +155,11 @@ impl Worker {
         let child = command.spawn()?;
         drop(status_write);
         drop(tickets_read);
+        drop(heartbeat_fd);
         Ok(Worker {
             child,
             status: Some(File::from(status_read)),
+            heartbeat,
         })
     }
 
@@ -176,6 +196,12 @@ impl Worker {
             }
         }
         said
+    }
+
+    /// How long since its heartbeat's oldest stamp (None: not watched, or
+    /// nothing claimed yet).
+    pub fn silent(&self) -> Option<std::time::Duration> {
+        self.heartbeat.as_ref()?.silent()
     }
 
     /// Its exit status, once it has exited (reaped here).

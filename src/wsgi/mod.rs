@@ -22,12 +22,13 @@ mod start_response;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use m0serve_pool::{Job, Pool, PoolWaker};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
+use crate::app::beat_thread::BeatThread;
 use crate::app::waiters::Waiters;
 use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, ResponseEvent};
@@ -65,6 +66,8 @@ pub struct WsgiApp {
     /// [`wakes`]) where [`m0serve_pool::TurnConfig::defer_wake`] says so;
     /// `None` otherwise (a wake per job).
     wake: Option<Arc<dyn wakes::Wake>>,
+    /// Stamps the heartbeat with the GIL held (`--worker-timeout`).
+    beat: Mutex<Option<BeatThread>>,
 }
 
 /// A pool's wake, owed by a core thread until its pass ends.
@@ -108,11 +111,20 @@ impl WsgiApp {
             pool: RwLock::new(pool),
             waiters,
             wake,
+            beat: Mutex::new(None),
         }))
     }
 
     /// Stop the pool once the server has drained (call without the GIL).
     pub fn shutdown(&self) {
+        let beat = self
+            .beat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(beat) = beat {
+            beat.stop();
+        }
         let pool = self
             .pool
             .write()
@@ -223,6 +235,18 @@ impl App for WsgiApp {
     fn on_core_thread(&self) {
         if !self.shared.inline && self.shared.core_batch {
             m0serve_pool::core_behind_app();
+        }
+    }
+
+    /// Stamped whenever the GIL can be had: a view that holds it without
+    /// end stops every view of this worker, which the cores cannot see.
+    fn keep_heartbeat(&self, heartbeat: &crate::ipc::heartbeat::Heartbeat) {
+        let Some(beat) = heartbeat.claim() else {
+            return;
+        };
+        match BeatThread::start(beat.period(), move |_py| beat.stamp()) {
+            Ok(thread) => *self.beat.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
+            Err(e) => tracing::warn!("starting the heartbeat's Python thread: {e}"),
         }
     }
 

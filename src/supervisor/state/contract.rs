@@ -49,6 +49,12 @@ pub enum Event {
         pid: Pid,
         bytes: u64,
     },
+    /// How long since the worker's heartbeat's oldest stamp, read by the
+    /// shell on each pass with `--worker-timeout`.
+    Heartbeat {
+        pid: Pid,
+        silent: Duration,
+    },
     /// Time passed: whatever is due now is done.
     Tick,
 }
@@ -105,4 +111,7 @@ pub struct Config {
     pub recycle: Recycle,
     /// `--ready-path` is served from a shared flag.
     pub readiness: bool,
+    /// `--worker-timeout`: a ready worker whose heartbeat is silent this
+    /// long is killed and replaced (None: 0, not watched).
+    pub worker_timeout: Option<Duration>,
 }
