@@ -123,6 +123,13 @@ pub trait App: Send + Sync + 'static {
     /// knows whether it has any); nothing by default.
     fn on_core_thread(&self) {}
 
+    /// The call whose answer goes through `conduit` ran past
+    /// `--request-timeout` and is abandoned (the conduit is closed right
+    /// after): the app logs where it is stuck and stops it where it can.
+    /// Called on a core thread, so it only hands the work to the app's own
+    /// threads. Nothing by default.
+    fn timed_out(&self, _conduit: &Arc<Conduit>) {}
+
     /// Claim a slot of the worker's heartbeat and keep it stamped while the
     /// app's own side answers (its GIL, its event loop), for the
     /// supervisor's `--worker-timeout`; called once, before the server is

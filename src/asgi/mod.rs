@@ -30,6 +30,7 @@ mod gate;
 mod live;
 mod ready;
 mod scope;
+mod timed_out;
 mod wake;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -245,6 +246,18 @@ impl Executor {
     /// batch goes on: the fd was cleared, nothing would come back for the rest.
     fn serve_queued(&self, py: Python<'_>, bound: &LoopSide) {
         self.inbox.begin_drain();
+        for _ in 0..self.inbox.timed_out.len() {
+            let Some(id) = self.inbox.timed_out.pop() else {
+                break;
+            };
+            // Ended since: nothing to cancel.
+            if let Some(channel) = bound.live.get(py, id) {
+                let task = channel.bind(py).borrow().task(py);
+                if let Some(task) = task {
+                    timed_out::cancel(task.bind(py));
+                }
+            }
+        }
         for _ in 0..self.inbox.woken.len() {
             let Some(id) = self.inbox.woken.pop() else {
                 break;
@@ -458,7 +471,9 @@ impl App for AsgiApp {
                 None => return Err(Box::new(Refused { request, conduit })),
             },
         };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // From 1: a conduit's tag of 0 is none.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        conduit.set_tag(id);
         let inbox = Arc::clone(&self.inbox);
         conduit.set_app_waker(Arc::new(move || inbox.wake(id)));
         self.inbox.push(Pending {
@@ -485,6 +500,13 @@ impl App for AsgiApp {
     /// server from handing any over: the upgrade is then a plain `http` one).
     fn websocket(&self) -> bool {
         true
+    }
+
+    /// The loop cancels the call's task, after logging where it awaits.
+    fn timed_out(&self, conduit: &Arc<Conduit>) {
+        if let Some(id) = conduit.tag() {
+            self.inbox.time_out(id);
+        }
     }
 
     /// Stamped by the loop itself: a loop stuck in one step (a blocking

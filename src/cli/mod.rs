@@ -291,6 +291,7 @@ fn parse_as(
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
+        request_timeout: http.request_timeout,
         proxy,
         tls,
     };

@@ -68,6 +68,9 @@ pub struct WsgiApp {
     wake: Option<Arc<dyn wakes::Wake>>,
     /// Stamps the heartbeat with the GIL held (`--worker-timeout`).
     beat: Mutex<Option<BeatThread>>,
+    /// The threads logging where a timed-out call is stuck, joined at
+    /// shutdown (none may attach once the interpreter finalizes).
+    reporters: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// A pool's wake, owed by a core thread until its pass ends.
@@ -112,6 +115,7 @@ impl WsgiApp {
             waiters,
             wake,
             beat: Mutex::new(None),
+            reporters: Mutex::new(Vec::new()),
         }))
     }
 
@@ -124,6 +128,15 @@ impl WsgiApp {
             .take();
         if let Some(beat) = beat {
             beat.stop();
+        }
+        let reporters = std::mem::take(
+            &mut *self
+                .reporters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for reporter in reporters {
+            let _ = reporter.join();
         }
         let pool = self
             .pool
@@ -235,6 +248,29 @@ impl App for WsgiApp {
     fn on_core_thread(&self) {
         if !self.shared.inline && self.shared.core_batch {
             m0serve_pool::core_behind_app();
+        }
+    }
+
+    /// Its thread cannot be stopped: where it is stuck is logged (from a
+    /// thread of its own, which takes the GIL the view may hold for long),
+    /// and its answer goes nowhere, the conduit being closed.
+    fn timed_out(&self, conduit: &Arc<Conduit>) {
+        let Some(thread) = conduit.tag() else {
+            return;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("m0-timed-out".into())
+            .spawn(move || Python::attach(|py| errors::log_stuck(py, thread)));
+        match spawned {
+            Ok(reporter) => {
+                let mut reporters = self
+                    .reporters
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                reporters.retain(|r| !r.is_finished());
+                reporters.push(reporter);
+            }
+            Err(e) => tracing::warn!(target: "m0serve::wsgi", "logging a timed-out call: {e}"),
         }
     }
 

@@ -97,6 +97,8 @@ pub struct Shared {
     pub body_read_timeout: Duration,
     /// How long queued output may wait for the client to take any (closed beyond).
     pub send_timeout: Duration,
+    /// How long an app call may run (None: for ever).
+    pub request_timeout: Option<Duration>,
     /// Proxy headers and the PROXY protocol.
     pub proxy: super::proxy::ProxyConfig,
     /// How long after its last answer a keep-alive connection idle at the
@@ -131,6 +133,7 @@ impl Shared {
             body_buffer: config.body_buffer.map(Arc::new),
             body_read_timeout: config.body_read_timeout,
             send_timeout: config.send_timeout,
+            request_timeout: config.request_timeout,
             proxy: config.proxy,
             drain_idle: tuning.drain_idle,
         }
@@ -357,14 +360,16 @@ impl Session for HttpSession {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        match (self.deadline, self.send_deadline()) {
-            (Some(read), Some(send)) => Some(read.min(send)),
-            (read, send) => read.or(send),
-        }
+        [self.deadline, self.send_deadline(), self.call_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_deadline(&mut self, now: Instant) {
-        if self.send_deadline().is_some_and(|d| d <= now) {
+        if self.call_deadline().is_some_and(|d| d <= now) {
+            self.call_timed_out(now);
+        } else if self.send_deadline().is_some_and(|d| d <= now) {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);
             self.give_up_on_client();
