@@ -33,6 +33,8 @@ mod meter;
 mod meter_tests;
 mod mode;
 mod output;
+#[cfg(test)]
+mod request_timeout_tests;
 mod service;
 #[cfg(test)]
 mod slow_client_tests;
