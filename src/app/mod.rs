@@ -130,6 +130,12 @@ pub trait App: Send + Sync + 'static {
     /// threads. Nothing by default.
     fn timed_out(&self, _conduit: &Arc<Conduit>) {}
 
+    /// In a worker: `ask` asks the supervisor for a replacement (ready
+    /// before this worker drains), for an app that can serve no more: every
+    /// thread of its own stuck in a call past `--request-timeout`. Called
+    /// once, before the server is ready; nothing by default.
+    fn when_stuck(&self, _ask: Arc<dyn Fn() + Send + Sync>) {}
+
     /// Claim a slot of the worker's heartbeat and keep it stamped while the
     /// app's own side answers (its GIL, its event loop), for the
     /// supervisor's `--worker-timeout`; called once, before the server is

@@ -114,6 +114,8 @@ pub struct Inherited {
     /// The heartbeat the supervisor watches (`--worker-timeout`): each core
     /// and the app's Python side claim a slot of it.
     pub heartbeat: Option<crate::ipc::heartbeat::Heartbeat>,
+    /// Asks the supervisor for a replacement (see [`crate::app::App::when_stuck`]).
+    pub replace_me: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// A moment in the server's life that [`Options::phase_hook`] is told of.
@@ -135,11 +137,12 @@ pub fn run(options: Options) -> io::Result<i32> {
         mut config,
         tuning,
         app,
-        inherited,
+        mut inherited,
         phase_hook,
         remote,
     } = options;
     let kind = backend::select(config.backend, tuning.uring_disabled).map_err(io::Error::other)?;
+    let replace_me = inherited.as_mut().and_then(|i| i.replace_me.take());
     let (worker, share, listener, tally, metrics, heartbeat) = match inherited {
         Some(i) => {
             if let Some(budget) = i.budget {
@@ -198,6 +201,9 @@ pub fn run(options: Options) -> io::Result<i32> {
     // from READY on, its Python side included.
     if let (Some(heartbeat), Some(app)) = (&heartbeat, &app) {
         app.keep_heartbeat(heartbeat);
+    }
+    if let (Some(ask), Some(app)) = (replace_me, &app) {
+        app.when_stuck(ask);
     }
     let service = move |core: usize| {
         let shard = shards.get(core).copied().flatten();

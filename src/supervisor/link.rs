@@ -6,7 +6,8 @@
 //! - a status pipe, on which the worker writes [`READY`] once its app is
 //!   loaded (lifespan startup included) and its cores accept, and
 //!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
-//!   the requests the supervisor allotted it (`--workers-max-requests`);
+//!   the requests the supervisor allotted it (`--workers-max-requests`),
+//!   [`STUCK`] once its app can serve no more (`--request-timeout`);
 //! - the workers' connection tally ([`crate::ipc::tally`]), where shared;
 //! - the readiness flag ([`crate::ipc::ready_flag`]), with `--ready-path`;
 //! - its heartbeat ([`crate::ipc::heartbeat`]), with `--worker-timeout`:
@@ -66,6 +67,9 @@ pub const READY: u8 = b'R';
 pub const DRAINING: u8 = b'D';
 /// Written on the status pipe when the worker has served its requests.
 pub const MAX_REQUESTS: u8 = b'M';
+/// Written on the status pipe when the worker can serve no more: every
+/// thread of its app stuck in a call past `--request-timeout`.
+pub const STUCK: u8 = b'S';
 
 /// A worker's inheritance from its supervisor.
 pub struct Link {
@@ -236,6 +240,10 @@ impl Link {
                     .ok()
             }),
             budget,
+            replace_me: Some({
+                let status = status.clone();
+                Arc::new(move || tell(&status, STUCK))
+            }),
             heartbeat: self.heartbeat.and_then(|fd| {
                 crate::ipc::heartbeat::Heartbeat::map(&fd)
                     .map_err(|e| tracing::warn!("mapping the heartbeat: {e}"))

@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 
-use super::link::{self, DRAINING, MAX_REQUESTS, READY};
+use super::link::{self, DRAINING, MAX_REQUESTS, READY, STUCK};
 use super::state::Said;
 use super::wakeup;
 use super::Relaunch;
@@ -190,6 +190,7 @@ impl Worker {
                     said.ready |= bytes[..n].contains(&READY);
                     said.draining |= bytes[..n].contains(&DRAINING);
                     said.served_all |= bytes[..n].contains(&MAX_REQUESTS);
+                    said.stuck |= bytes[..n].contains(&STUCK);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,

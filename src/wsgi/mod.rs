@@ -19,6 +19,7 @@ mod file_wrapper;
 mod input;
 mod response;
 mod start_response;
+mod stuck;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +55,8 @@ struct Shared {
     inline: bool,
     /// Core threads go behind the pool's ([`m0serve_pool::TurnConfig::core_batch`]).
     core_batch: bool,
+    /// Pool threads stuck past `--request-timeout`.
+    stuck: stuck::Stuck,
 }
 
 /// A WSGI callable served through the pool.
@@ -88,6 +91,7 @@ impl WsgiApp {
             environ: environ::Constants::new(py, &config)?,
             inline: config.threads == 0,
             core_batch: config.turn.core_batch,
+            stuck: stuck::Stuck::new(config.threads),
         });
         let waiters = Arc::new(Waiters::default());
         let pool = if config.threads == 0 {
@@ -208,6 +212,7 @@ impl Job for View {
             conduit,
         } = *self;
         response::run(py, &shared, request, conduit);
+        shared.stuck.done_here();
     }
 }
 
@@ -258,6 +263,7 @@ impl App for WsgiApp {
         let Some(thread) = conduit.tag() else {
             return;
         };
+        self.shared.stuck.mark(thread);
         let spawned = std::thread::Builder::new()
             .name("m0-timed-out".into())
             .spawn(move || Python::attach(|py| errors::log_stuck(py, thread)));
@@ -272,6 +278,10 @@ impl App for WsgiApp {
             }
             Err(e) => tracing::warn!(target: "m0serve::wsgi", "logging a timed-out call: {e}"),
         }
+    }
+
+    fn when_stuck(&self, ask: Arc<dyn Fn() + Send + Sync>) {
+        self.shared.stuck.asks_with(ask);
     }
 
     /// Stamped whenever the GIL can be had: a view that holds it without

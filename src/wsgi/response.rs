@@ -36,8 +36,7 @@ pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, conduit:
         return; // the client left while the request waited for a thread
     }
     // Which thread runs it, for `--request-timeout`'s traceback.
-    // SAFETY: takes nothing and returns the calling thread's id.
-    conduit.set_tag(u64::from(unsafe { pyo3::ffi::PyThread_get_thread_ident() }));
+    conduit.set_tag(super::stuck::thread_ident());
     let head = &request.head;
     let responder = match Bound::new(py, StartResponse::new(Arc::clone(&conduit), head.is_head())) {
         Ok(r) => r,

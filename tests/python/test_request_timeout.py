@@ -70,3 +70,19 @@ def test_without_the_flag_the_slow_call_is_still_pending_past_the_limit(backend)
         sock.close()
     finally:
         server.stop()
+
+
+def test_a_worker_whose_pool_threads_are_all_stuck_is_replaced_ready_first(backend):
+    server = started(
+        backend, "hung_app:wsgi_timed", 1, f"--request-timeout={LIMIT}", "--blocking-threads=1", graceful="1"
+    )
+    try:
+        status, old = get(server.address, "/")
+        sock = slow_call(server)
+        assert RawResponse(sock).read_head().status == 504
+        server.wait_for(r"every pool thread \(1\) is stuck past --request-timeout", 5)
+        server.wait_for(rf"recycled: draining worker 1 \(pid {old}\)", 20)
+        assert get(server.address, "/")[1] != old
+        sock.close()
+    finally:
+        server.stop()

@@ -19,6 +19,8 @@ pub struct Said {
     pub draining: bool,
     /// It served its `--workers-max-requests`.
     pub served_all: bool,
+    /// Its app can serve no more: every thread stuck past `--request-timeout`.
+    pub stuck: bool,
     /// The pipe's end: it will say nothing more.
     pub hung_up: bool,
 }

@@ -236,6 +236,7 @@ fn hear(w: &mut Tracked, said: Said, now: Instant) -> bool {
     w.said.ready |= said.ready;
     w.said.draining |= said.draining;
     w.said.served_all |= said.served_all;
+    w.said.stuck |= said.stuck;
     w.said.hung_up |= said.hung_up;
     let became = w.said.ready && !was_ready;
     if became {
