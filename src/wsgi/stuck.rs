@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// The calling thread's id as Python's `threading.get_ident()` gives it.
+// `c_ulong` is 32 bits wide on some targets.
+#[allow(clippy::useless_conversion)]
 pub(super) fn thread_ident() -> u64 {
     // SAFETY: takes nothing and returns the calling thread's id.
     u64::from(unsafe { pyo3::ffi::PyThread_get_thread_ident() })
