@@ -2,7 +2,7 @@
 //! rule. One thread, asleep in `poll` on the signal wakeup, the reload
 //! watch and the workers' status pipes until something arrives or the
 //! machine's next deadline; it then feeds the machine what it saw (signals,
-//! changes, statuses, exits, a tick) and carries out what it answers: it
+//! changes, statuses, heartbeats, exits, a tick) and carries out what it answers: it
 //! spawns, signals and reaps the workers, shuts the listener, keeps the
 //! readiness flag and the metrics, and logs.
 

@@ -1,7 +1,8 @@
 //! One worker process as the supervisor sees it: started, with the listener,
 //! its status pipe and the lifeline (see [`super::link`]), from the same
 //! program and arguments as the supervisor, in its environment and working
-//! directory; its READY, DRAINING and MAX_REQUESTS bytes; its exit.
+//! directory; its READY, DRAINING, MAX_REQUESTS and STUCK bytes; its
+//! heartbeat (`--worker-timeout`); its exit.
 //!
 //! Spawned, not forked: the supervisor may be a Python process, and a fork
 //! of one is no fresh interpreter. The descriptors are created close-on-exec

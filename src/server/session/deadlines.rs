@@ -1,6 +1,6 @@
 //! A session's clocks: the read deadline that fits its state (a head's, a
-//! body's, the keep-alive's), the send clock, and what an HTTP read
-//! deadline that passed does.
+//! body's, the keep-alive's), the send clock, the app call's
+//! (`--request-timeout`), and what each does once it passed.
 
 use std::time::Instant;
 

@@ -9,7 +9,8 @@
 //!   [`App`] as an `app_call`, and its answer's events come back;
 //! - `output`: the queue that keeps pipelined answers (file bodies
 //!   included) in order;
-//! - `deadlines`: the read and send clocks;
+//! - `deadlines`: the read and send clocks, and the app call's
+//!   (`--request-timeout`);
 //! - `meter`: what the connection counts for the metrics;
 //! - `service`: the [`Service`](crate::backend::Service) that opens a
 //!   session per connection.
