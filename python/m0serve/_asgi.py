@@ -72,6 +72,20 @@ async def wait_receive(channel, future) -> Dict[str, Any]:
             return message
 
 
+def awaiting_stack(task) -> str:
+    """Where `task` awaits, outermost first, down the chain of coroutines it
+    awaits (Task.print_stack shows only the outermost: m0serve's own)."""
+    lines = []
+    coro = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        lines.extend(traceback.format_stack(frame, limit=1))
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return "".join(lines)
+
+
 def eager_task(loop):
     """Makes an eager task where Python has them (3.12+), else None (the
     executor then uses ``loop.create_task``, as it does whenever the app has

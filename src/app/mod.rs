@@ -15,6 +15,8 @@
 //! requests; any other app sees the upgrade request as a plain HTTP request
 //! (a WSGI app sees a normal GET) and its answer goes out as plain HTTP.
 
+#[cfg(feature = "python")]
+pub mod beat_thread;
 pub mod body_buffer;
 pub mod conduit;
 pub mod peer_text;
@@ -120,6 +122,26 @@ pub trait App: Send + Sync + 'static {
     /// app's own threads and the core share a CPU is the app's to say (it
     /// knows whether it has any); nothing by default.
     fn on_core_thread(&self) {}
+
+    /// The call whose answer goes through `conduit` ran past
+    /// `--request-timeout` and is abandoned (the conduit is closed right
+    /// after): the app logs where it is stuck and stops it where it can.
+    /// Called on a core thread, so it only hands the work to the app's own
+    /// threads. Nothing by default.
+    fn timed_out(&self, _conduit: &Arc<Conduit>) {}
+
+    /// In a worker: `ask` asks the supervisor for a replacement (ready
+    /// before this worker drains), for an app that can serve no more: every
+    /// thread of its own stuck in a call past `--request-timeout`. Called
+    /// once, before the server is ready; nothing by default.
+    fn when_stuck(&self, _ask: Arc<dyn Fn() + Send + Sync>) {}
+
+    /// Claim a slot of the worker's heartbeat and keep it stamped while the
+    /// app's own side answers (its GIL, its event loop), for the
+    /// supervisor's `--worker-timeout`; called once, before the server is
+    /// ready. Nothing by default: an app with no thread of its own is
+    /// covered by the cores' slots.
+    fn keep_heartbeat(&self, _heartbeat: &crate::ipc::heartbeat::Heartbeat) {}
 
     /// Its pool's or executor's figures now, for the metrics (sampled off
     /// the request path); none by default.

@@ -24,11 +24,13 @@
 //! server has drained get what is left of the graceful timeout to finish,
 //! then are cancelled.
 
+mod beat;
 mod channel;
 mod gate;
 mod live;
 mod ready;
 mod scope;
+mod timed_out;
 mod wake;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +42,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::app::beat_thread::BeatThread;
 use crate::app::spec::{EventLoop, Lifespan};
 use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, RequestKind, ResponseEvent};
@@ -243,6 +246,18 @@ impl Executor {
     /// batch goes on: the fd was cleared, nothing would come back for the rest.
     fn serve_queued(&self, py: Python<'_>, bound: &LoopSide) {
         self.inbox.begin_drain();
+        for _ in 0..self.inbox.timed_out.len() {
+            let Some(id) = self.inbox.timed_out.pop() else {
+                break;
+            };
+            // Ended since: nothing to cancel.
+            if let Some(channel) = bound.live.get(py, id) {
+                let task = channel.bind(py).borrow().task(py);
+                if let Some(task) = task {
+                    timed_out::cancel(task.bind(py));
+                }
+            }
+        }
         for _ in 0..self.inbox.woken.len() {
             let Some(id) = self.inbox.woken.pop() else {
                 break;
@@ -349,6 +364,8 @@ pub struct AsgiApp {
     stopped: AtomicBool,
     /// The Python `Runner` (m0serve._asgi), once started.
     runner: Mutex<Option<Py<PyAny>>>,
+    /// Queues the heartbeat's stamp on the loop (`--worker-timeout`).
+    beat: Mutex<Option<BeatThread>>,
 }
 
 impl AsgiApp {
@@ -373,6 +390,7 @@ impl AsgiApp {
             next_id: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             runner: Mutex::new(None),
+            beat: Mutex::new(None),
         }))
     }
 
@@ -413,6 +431,14 @@ impl AsgiApp {
     /// join its thread. Later requests are aborted.
     pub fn stop(&self, py: Python<'_>, left: Duration, timeout: Duration) {
         self.stopped.store(true, Ordering::SeqCst);
+        let beat = self
+            .beat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(beat) = beat {
+            py.detach(|| beat.stop());
+        }
         let runner = self
             .runner
             .lock()
@@ -445,7 +471,9 @@ impl App for AsgiApp {
                 None => return Err(Box::new(Refused { request, conduit })),
             },
         };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // From 1: a conduit's tag of 0 is none.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        conduit.set_tag(id);
         let inbox = Arc::clone(&self.inbox);
         conduit.set_app_waker(Arc::new(move || inbox.wake(id)));
         self.inbox.push(Pending {
@@ -472,6 +500,40 @@ impl App for AsgiApp {
     /// server from handing any over: the upgrade is then a plain `http` one).
     fn websocket(&self) -> bool {
         true
+    }
+
+    /// The loop cancels the call's task, after logging where it awaits.
+    fn timed_out(&self, conduit: &Arc<Conduit>) {
+        if let Some(id) = conduit.tag() {
+            self.inbox.time_out(id);
+        }
+    }
+
+    /// Stamped by the loop itself: a loop stuck in one step (a blocking
+    /// call in a coroutine, a spin holding the GIL) stops every request of
+    /// this worker, which the cores cannot see.
+    fn keep_heartbeat(&self, heartbeat: &crate::ipc::heartbeat::Heartbeat) {
+        let Some(bound) = self.executor.get().bound.get() else {
+            return;
+        };
+        let Some(beat) = heartbeat.claim() else {
+            return;
+        };
+        let period = beat.period();
+        // Called on the server's thread, which holds no GIL.
+        let made = Python::attach(|py| {
+            let event_loop = bound.live.event_loop.clone_ref(py);
+            Py::new(py, beat::LoopBeat::new(beat)).map(|stamp| (stamp, event_loop))
+        });
+        let (stamp, event_loop) = match made {
+            Ok(made) => made,
+            Err(e) => return tracing::warn!("the heartbeat's loop callback: {e}"),
+        };
+        let each = move |py: Python<'_>| beat::LoopBeat::queue(stamp.bind(py), event_loop.bind(py));
+        match BeatThread::start(period, each) {
+            Ok(thread) => *self.beat.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
+            Err(e) => tracing::warn!("starting the heartbeat's thread: {e}"),
+        }
     }
 
     /// Requests waiting for the loop, and the tasks running on it.

@@ -21,6 +21,8 @@ pub struct Inbox<T> {
     pub(super) new: SegQueue<T>,
     /// Ids of requests whose conduit may let them make progress.
     pub(super) woken: SegQueue<u64>,
+    /// Ids of requests that ran past `--request-timeout`, to cancel.
+    pub(super) timed_out: SegQueue<u64>,
     signalled: AtomicBool,
     /// The loop's end: readable while a wake is pending.
     reader: UnixStream,
@@ -35,6 +37,7 @@ impl<T> Inbox<T> {
         Ok(Inbox {
             new: SegQueue::new(),
             woken: SegQueue::new(),
+            timed_out: SegQueue::new(),
             signalled: AtomicBool::new(false),
             reader,
             writer,
@@ -55,6 +58,12 @@ impl<T> Inbox<T> {
     /// Request `id` may make progress: wake the loop for it.
     pub fn wake(&self, id: u64) {
         self.woken.push(id);
+        self.signal();
+    }
+
+    /// Request `id` ran past `--request-timeout`: wake the loop to cancel it.
+    pub fn time_out(&self, id: u64) {
+        self.timed_out.push(id);
         self.signal();
     }
 

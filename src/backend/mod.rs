@@ -246,9 +246,18 @@ pub struct CoreContext {
     /// How long a finished connection whose peer may still be sending is
     /// read and dropped before it closes (None: closed at once; [`linger`]).
     pub linger: Option<linger::Settings>,
+    /// This core's slot of the worker's heartbeat, stamped as the loop
+    /// passes: the loop wakes for it even with nothing else to do (None:
+    /// nobody watches).
+    pub heartbeat: Option<crate::ipc::heartbeat::Pulse>,
 }
 
 impl CoreContext {
+    /// Stamp the heartbeat if due; when the loop must next wake for it.
+    pub fn beat(&mut self, now: Instant) -> Option<Instant> {
+        self.heartbeat.as_mut().map(|pulse| pulse.tick(now))
+    }
+
     /// Record that this core admitted a connection (`handed`: a sibling passed it
     /// over). Both backends call this, so the debug log line that tests count
     /// connections per core by is the same on each.

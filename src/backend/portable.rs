@@ -253,7 +253,9 @@ impl<S: Service> Core<S> {
             }
 
             super::pass_end::pay();
-            let mut timeout = self.wait_timeout(Instant::now());
+            let now = Instant::now();
+            let beat = self.ctx.beat(now);
+            let mut timeout = self.wait_timeout(now, beat);
             if timeout != Some(Duration::ZERO) && !self.ctx.board.park(me) {
                 timeout = Some(Duration::ZERO); // a hand-off arrived: do not block
             }
@@ -305,13 +307,16 @@ impl<S: Service> Core<S> {
     }
 
     /// How long the next wait may block: not at all while anything is owed,
-    /// else until the earliest deadline, a blocked door's retry, or the end
-    /// of the shutdown grace.
-    fn wait_timeout(&self, now: Instant) -> Option<Duration> {
+    /// else until the earliest deadline, the heartbeat's next stamp, a
+    /// blocked door's retry, or the end of the shutdown grace.
+    fn wait_timeout(&self, now: Instant, beat: Option<Instant>) -> Option<Duration> {
         if self.listen.iter().any(Door::owed) || self.handoffs.owed() || !self.revisit.is_empty() {
             return Some(Duration::ZERO);
         }
         let mut until = self.timers.next();
+        if let Some(at) = beat {
+            until = Some(until.map_or(at, |u| u.min(at)));
+        }
         let mut bound = |t: Instant| until = Some(until.map_or(t, |u| u.min(t)));
         if (self.listening && self.listen.iter().any(Door::blocked)) || self.handoffs.blocked() {
             bound(now + RETRY_BLOCKED);

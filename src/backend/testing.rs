@@ -446,6 +446,7 @@ impl Setup {
                     rotate_accepts: self.rotate_accepts,
                     recheck: self.recheck,
                     linger: self.linger,
+                    heartbeat: None,
                 };
                 let service = make(index, journal.clone());
                 let handed = HandedCounter(handed.clone(), index);

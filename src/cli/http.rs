@@ -48,6 +48,10 @@ pub(super) struct HttpArgs {
     #[arg(long, env = "M0SERVE_SEND_TIMEOUT", value_name = "SECONDS", default_value = "30", value_parser = parse_seconds)]
     pub(super) send_timeout: Duration,
 
+    /// Seconds an app call may run: past it its traceback is logged, the client gets 504 if nothing was sent (else a close), and the call is abandoned (ASGI: cancelled; WSGI: its answer dropped) [default: off].
+    #[arg(long, env = "M0SERVE_REQUEST_TIMEOUT", value_name = "SECS", value_parser = parse_positive_seconds)]
+    pub(super) request_timeout: Option<Duration>,
+
     /// Serve WebSocket upgrades (to an app that takes them; --no-ws: they
     /// reach the app as plain HTTP) [default: on].
     #[arg(long, env = "M0SERVE_WS", value_parser = FalseyValueParser::new(), action = ArgAction::Set,

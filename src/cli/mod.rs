@@ -293,6 +293,7 @@ fn parse_as(
         body_buffer: http.body_buffer(),
         body_read_timeout: http.body_read_timeout,
         send_timeout: http.send_timeout,
+        request_timeout: http.request_timeout,
         proxy,
         tls,
     };
@@ -302,6 +303,7 @@ fn parse_as(
         log_format: server.log_format,
         app,
         supervision: Supervision {
+            worker_timeout: workers.worker_timeout(),
             workers: workers.workers,
             pid_file: workers.pid_file,
             recycle: recycle.recycle(),

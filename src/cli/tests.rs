@@ -96,6 +96,7 @@ fn defaults() {
             shutdown_delay: Duration::ZERO,
             metrics_address: None,
             systemd: None,
+            worker_timeout: Some(Duration::from_secs(30)),
         }
     );
     assert!(

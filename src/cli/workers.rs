@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::FalseyValueParser;
 use clap::{ArgAction, Args};
 
-use super::values::{at_least_one, parse_positive_seconds, parse_size};
+use super::values::{at_least_one, parse_positive_seconds, parse_seconds, parse_size};
 use crate::supervisor::recycle::Recycle;
 use crate::supervisor::reload::Watch;
 
@@ -20,6 +20,17 @@ pub(super) struct WorkerArgs {
     /// Write the supervisor's pid to this file (removed at exit).
     #[arg(long, env = "M0SERVE_PID_FILE", value_name = "PATH")]
     pub(super) pid_file: Option<PathBuf>,
+
+    /// Seconds a ready worker's core threads or Python side (its GIL, its ASGI loop) may leave the supervisor's heartbeat unanswered before every Python thread's traceback is logged and the worker is killed and replaced; 0: off.
+    #[arg(long, env = "M0SERVE_WORKER_TIMEOUT", value_name = "SECS", default_value = "30", value_parser = parse_seconds)]
+    worker_timeout: Duration,
+}
+
+impl WorkerArgs {
+    /// `--worker-timeout`, None when 0.
+    pub(super) fn worker_timeout(&self) -> Option<Duration> {
+        (!self.worker_timeout.is_zero()).then_some(self.worker_timeout)
+    }
 }
 
 /// Each recycle starts the replacement, waits until it is ready, then

@@ -28,8 +28,8 @@ use std::sync::Mutex;
 pub struct Restarts(Mutex<BTreeMap<(u32, &'static str), u64>>);
 
 impl Restarts {
-    /// Worker `worker` was replaced for `cause` (`exited`, `rolling_restart`,
-    /// `reload`, `max_requests`, `lifetime`, `max_rss`).
+    /// Worker `worker` was replaced for `cause` (`exited`, `hung`, `rolling_restart`,
+    /// `reload`, `max_requests`, `lifetime`, `max_rss`, `stuck`).
     pub fn count(&self, worker: usize, cause: &'static str) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *map.entry((worker as u32, cause)).or_default() += 1;

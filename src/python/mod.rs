@@ -80,6 +80,15 @@ fn run(py: Python<'_>, argv: &[OsString], invocation: Invocation) -> PyResult<i3
         }
         Ok((Role::Worker(options, env), spec)) => (options, env, spec.expect("checked above")),
     };
+    let watched = options
+        .inherited
+        .as_ref()
+        .is_some_and(|i| i.heartbeat.is_some());
+    if watched {
+        if let Err(e) = tracebacks_on_signal(py) {
+            tracing::warn!("--worker-timeout: no tracebacks for a hung worker: {e}");
+        }
+    }
     if let Err(e) = before_import(py, &env, &spec) {
         eprintln!("m0serve: error: {}", e.value(py));
         return Ok(USAGE);
@@ -219,6 +228,22 @@ fn before_import(py: Python<'_>, env: &[(String, String)], spec: &AppSpec) -> Py
             named
         })?;
     }
+    Ok(())
+}
+
+/// A worker its supervisor watches (`--worker-timeout`) writes every
+/// Python thread's traceback to stderr when told to
+/// ([`supervisor::link::TRACEBACKS`]), from faulthandler's C handler: it
+/// needs no GIL, which the stuck view may hold. Before the import, so a
+/// hang anywhere after it is covered.
+fn tracebacks_on_signal(py: Python<'_>) -> PyResult<()> {
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("all_threads", true)?;
+    PyModule::import(py, "faulthandler")?.call_method(
+        "register",
+        (supervisor::link::TRACEBACKS,),
+        Some(&kwargs),
+    )?;
     Ok(())
 }
 

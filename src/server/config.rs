@@ -61,6 +61,8 @@ pub struct Config {
     pub body_read_timeout: Duration,
     /// Output the client takes none of for this long closes the connection.
     pub send_timeout: Duration,
+    /// An app call running longer is abandoned: 504 if nothing was sent.
+    pub request_timeout: Option<Duration>,
     /// Proxy headers and the PROXY protocol, and the peers trusted for them.
     pub proxy: ProxyConfig,
     /// Serve TLS with these certificates (None: plain HTTP).
@@ -96,6 +98,7 @@ impl Default for Config {
             body_buffer: Some(BufferConfig::default()),
             body_read_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
+            request_timeout: None,
             proxy: ProxyConfig::default(),
             tls: None,
         }

@@ -111,6 +111,11 @@ pub struct Inherited {
     pub metrics: Option<crate::metrics::counters::Region>,
     /// The requests to serve before asking to be recycled.
     pub budget: Option<request_budget::Budget>,
+    /// The heartbeat the supervisor watches (`--worker-timeout`): each core
+    /// and the app's Python side claim a slot of it.
+    pub heartbeat: Option<crate::ipc::heartbeat::Heartbeat>,
+    /// Asks the supervisor for a replacement (see [`crate::app::App::when_stuck`]).
+    pub replace_me: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// A moment in the server's life that [`Options::phase_hook`] is told of.
@@ -132,19 +137,27 @@ pub fn run(options: Options) -> io::Result<i32> {
         mut config,
         tuning,
         app,
-        inherited,
+        mut inherited,
         phase_hook,
         remote,
     } = options;
     let kind = backend::select(config.backend, tuning.uring_disabled).map_err(io::Error::other)?;
-    let (worker, share, inherited_fds, tally, metrics) = match inherited {
+    let replace_me = inherited.as_mut().and_then(|i| i.replace_me.take());
+    let (worker, share, inherited_fds, tally, metrics, heartbeat) = match inherited {
         Some(i) => {
             if let Some(budget) = i.budget {
                 request_budget::set(budget);
             }
-            (i.number, i.cpu_share, Some(i.listeners), i.tally, i.metrics)
+            (
+                i.number,
+                i.cpu_share,
+                Some(i.listeners),
+                i.tally,
+                i.metrics,
+                i.heartbeat,
+            )
         }
-        None => (1, None, None, None, None),
+        None => (1, None, None, None, None, None),
     };
     let pins = cpus::core_pins(share, config.cores)?;
     let listeners = match inherited_fds {
@@ -187,6 +200,14 @@ pub fn run(options: Options) -> io::Result<i32> {
         .map(|_| metrics.and_then(|region| region.claim(worker)))
         .collect();
     let app = shared.app.clone();
+    // Before the cores, which answer the ready path: a worker is watched
+    // from READY on, its Python side included.
+    if let (Some(heartbeat), Some(app)) = (&heartbeat, &app) {
+        app.keep_heartbeat(heartbeat);
+    }
+    if let (Some(ask), Some(app)) = (replace_me, &app) {
+        app.when_stuck(ask);
+    }
     let service = move |core: usize| {
         let shard = shards.get(core).copied().flatten();
         session::HttpService::new(shared.clone()).counting(shard)
@@ -215,6 +236,7 @@ pub fn run(options: Options) -> io::Result<i32> {
             readiness,
             secure,
             remote,
+            heartbeat,
         },
         Arc::new(core_main),
     )
@@ -247,6 +269,8 @@ struct Lifecycle {
     /// The cores serve TLS: the address is logged as `https://`.
     secure: bool,
     remote: Option<remote::Remote>,
+    /// Each core stamps a slot of it ([`Inherited::heartbeat`]).
+    heartbeat: Option<crate::ipc::heartbeat::Heartbeat>,
 }
 
 /// What a core thread runs: its backend's loop with its own service.
@@ -280,6 +304,7 @@ fn serve(
         readiness,
         secure,
         remote,
+        heartbeat,
     } = lifecycle;
     let mut tell = |phase| {
         if let Some(hook) = hook.as_mut() {
@@ -326,6 +351,10 @@ fn serve(
             rotate_accepts,
             recheck,
             linger,
+            heartbeat: heartbeat
+                .as_ref()
+                .and_then(|h| h.claim())
+                .map(|beat| beat.pulse()),
         };
         let spawned = spawn_core(
             ctx,
@@ -502,6 +531,7 @@ mod tests {
                     readiness: None,
                     secure: false,
                     remote,
+                    heartbeat: None,
                 },
                 core_main,
             )

@@ -2,7 +2,7 @@
 //! rule. One thread, asleep in `poll` on the signal wakeup, the reload
 //! watch and the workers' status pipes until something arrives or the
 //! machine's next deadline; it then feeds the machine what it saw (signals,
-//! changes, statuses, exits, a tick) and carries out what it answers: it
+//! changes, statuses, heartbeats, exits, a tick) and carries out what it answers: it
 //! spawns, signals and reaps the workers, shuts the listener, keeps the
 //! readiness flag and the metrics, and logs.
 
@@ -69,6 +69,8 @@ pub struct Arbiter<'a> {
     systemd: Option<Notifier>,
     /// The workers said ready, for systemd's status line.
     workers_ready: usize,
+    /// How often each worker stamps its heartbeat (`--worker-timeout`).
+    heartbeat: Option<Duration>,
 }
 
 impl<'a> Arbiter<'a> {
@@ -86,6 +88,7 @@ impl<'a> Arbiter<'a> {
             shutdown_delay: plan.shutdown_delay,
             recycle: plan.recycle.clone(),
             readiness: ready.is_some(),
+            worker_timeout: plan.worker_timeout,
         };
         Ok(Arbiter {
             machine: Machine::new(config, Instant::now()),
@@ -111,6 +114,7 @@ impl<'a> Arbiter<'a> {
                     .ok()
             }),
             workers_ready: 0,
+            heartbeat: plan.worker_timeout.map(super::state::heartbeat_period),
         })
     }
 
@@ -132,6 +136,11 @@ impl<'a> Arbiter<'a> {
                 let said = self.workers.get_mut(&pid).map(Worker::read_status);
                 if let Some(said) = said.filter(|&said| said != Said::default()) {
                     self.feed(now, Event::Status { pid, said });
+                }
+            }
+            for pid in self.machine.live() {
+                if let Some(silent) = self.workers.get(&pid).and_then(Worker::silent) {
+                    self.feed(now, Event::Heartbeat { pid, silent });
                 }
             }
             for pid in self.machine.live() {
@@ -260,6 +269,7 @@ impl<'a> Arbiter<'a> {
             portable: self.portable,
             metrics: self.metrics.as_ref().map(|m| m.fd.as_fd()),
             tickets: tickets.as_ref(),
+            heartbeat: self.heartbeat,
         };
         let share =
             (!self.shares.is_empty()).then(|| &self.shares[(number - 1) % self.shares.len()]);

@@ -6,9 +6,13 @@
 //! - a status pipe, on which the worker writes [`READY`] once its app is
 //!   loaded (lifespan startup included) and its cores accept, and
 //!   [`DRAINING`] when its drain begins, [`MAX_REQUESTS`] once it has served
-//!   the requests the supervisor allotted it (`--workers-max-requests`);
+//!   the requests the supervisor allotted it (`--workers-max-requests`),
+//!   [`STUCK`] once its app can serve no more (`--request-timeout`);
 //! - the workers' connection tally ([`crate::ipc::tally`]), where shared;
 //! - the readiness flag ([`crate::ipc::ready_flag`]), with `--ready-path`;
+//! - its heartbeat ([`crate::ipc::heartbeat`]), with `--worker-timeout`:
+//!   the worker answers [`TRACEBACKS`] by writing every Python thread's
+//!   traceback to its stderr (see the extension's worker start);
 //! - the lifeline: the read end of a pipe whose write end only the
 //!   supervisor holds. End of file means the supervisor is gone, however it
 //!   died, and the worker exits at once: no orphans (on Linux
@@ -37,6 +41,8 @@ pub const TALLY_FD: &str = "M0SERVE_WORKER_TALLY_FD";
 pub const READY_FD: &str = "M0SERVE_WORKER_READY_FD";
 /// The metrics' shared region (absent: no `--metrics-address`).
 pub const METRICS_FD: &str = "M0SERVE_WORKER_METRICS_FD";
+/// The worker's heartbeat page (absent: `--worker-timeout 0`).
+pub const HEARTBEAT_FD: &str = "M0SERVE_WORKER_HEARTBEAT_FD";
 /// The worker's core threads, when the supervisor planned its CPUs.
 pub const CORES: &str = "M0SERVE_WORKER_CORES";
 /// The worker's CPUs (a list like `0-1,4`; empty: not pinned).
@@ -50,12 +56,20 @@ pub const BACKEND: &str = "M0SERVE_WORKER_BACKEND";
 /// A pipe holding the session-ticket secret ([`crate::tls::tickets::Seed`]).
 pub const TICKETS_FD: &str = "M0SERVE_WORKER_TICKETS_FD";
 
+/// Sent to a worker found silent: it writes every Python thread's
+/// traceback to stderr (`faulthandler`, from the signal handler, without
+/// the GIL a stuck thread may hold), before it is killed.
+pub const TRACEBACKS: libc::c_int = libc::SIGUSR1;
+
 /// Written on the status pipe when the worker is ready.
 pub const READY: u8 = b'R';
 /// Written on the status pipe when the worker's drain has begun.
 pub const DRAINING: u8 = b'D';
 /// Written on the status pipe when the worker has served its requests.
 pub const MAX_REQUESTS: u8 = b'M';
+/// Written on the status pipe when the worker can serve no more: every
+/// thread of its app stuck in a call past `--request-timeout`.
+pub const STUCK: u8 = b'S';
 
 /// A worker's inheritance from its supervisor.
 pub struct Link {
@@ -72,6 +86,7 @@ pub struct Link {
     tally: Option<OwnedFd>,
     ready: Option<OwnedFd>,
     metrics: Option<OwnedFd>,
+    heartbeat: Option<OwnedFd>,
     /// The supervisor's session-ticket secret, with TLS.
     tickets: Option<crate::tls::tickets::Seed>,
 }
@@ -103,6 +118,7 @@ pub fn from_vars(mut take: impl FnMut(&str) -> Option<String>) -> Result<Option<
     let tally = fd(TALLY_FD)?;
     let ready = fd(READY_FD)?;
     let metrics = fd(METRICS_FD)?;
+    let heartbeat = fd(HEARTBEAT_FD)?;
     let tickets = fd(TICKETS_FD)?.map(read_seed).transpose()?;
     let share = match (take(CORES), take(CPUS)) {
         (Some(cores), Some(list)) => Some(cpus::Worker {
@@ -136,6 +152,7 @@ pub fn from_vars(mut take: impl FnMut(&str) -> Option<String>) -> Result<Option<
         tally,
         ready,
         metrics,
+        heartbeat,
         tickets,
     }))
 }
@@ -227,6 +244,15 @@ impl Link {
                     .ok()
             }),
             budget,
+            replace_me: Some({
+                let status = status.clone();
+                Arc::new(move || tell(&status, STUCK))
+            }),
+            heartbeat: self.heartbeat.and_then(|fd| {
+                crate::ipc::heartbeat::Heartbeat::map(&fd)
+                    .map_err(|e| tracing::warn!("mapping the heartbeat: {e}"))
+                    .ok()
+            }),
         });
         options.phase_hook = Some(Box::new(move |phase| {
             tell(

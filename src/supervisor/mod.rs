@@ -82,6 +82,8 @@ pub struct Supervision {
     pub metrics_address: Option<String>,
     /// systemd's notify socket and watchdog, when it started us with them.
     pub systemd: Option<notify::Systemd>,
+    /// `--worker-timeout` (None: 0, off).
+    pub worker_timeout: Option<std::time::Duration>,
 }
 
 impl Supervision {
@@ -145,6 +147,9 @@ pub struct Plan {
     pub balance: bool,
     /// systemd's notify socket and watchdog ([`notify`]).
     pub systemd: Option<notify::Systemd>,
+    /// `--worker-timeout`: a worker whose heartbeat is silent this long is
+    /// killed and replaced (None: not watched).
+    pub worker_timeout: Option<Duration>,
 }
 
 impl Plan {
@@ -168,6 +173,7 @@ impl Plan {
             remote: options.remote.clone(),
             balance: options.tuning.accept_balance,
             systemd: supervision.systemd.clone(),
+            worker_timeout: supervision.worker_timeout,
         }
     }
 }

@@ -37,6 +37,8 @@ pub enum Why {
     MaxRequests,
     Lifetime,
     MaxRss(u64),
+    /// Every thread of its app is stuck past `--request-timeout`.
+    Stuck,
 }
 
 impl Why {
@@ -48,6 +50,7 @@ impl Why {
             Why::MaxRequests => "max_requests",
             Why::Lifetime => "lifetime",
             Why::MaxRss(_) => "max_rss",
+            Why::Stuck => "stuck",
         }
     }
 }
@@ -58,6 +61,7 @@ impl fmt::Display for Why {
             Why::Roll => f.write_str("rolling restart"),
             Why::Reload => f.write_str("reload"),
             Why::MaxRequests => f.write_str("served its --workers-max-requests"),
+            Why::Stuck => f.write_str("has every thread stuck past --request-timeout"),
             Why::Lifetime => f.write_str("reached its --workers-lifetime"),
             Why::MaxRss(rss) => write!(
                 f,

@@ -1,7 +1,8 @@
 //! One worker process as the supervisor sees it: started, with the listener,
 //! its status pipe and the lifeline (see [`super::link`]), from the same
 //! program and arguments as the supervisor, in its environment and working
-//! directory; its READY, DRAINING and MAX_REQUESTS bytes; its exit.
+//! directory; its READY, DRAINING, MAX_REQUESTS and STUCK bytes; its
+//! heartbeat (`--worker-timeout`); its exit.
 //!
 //! Spawned, not forked: the supervisor may be a Python process, and a fork
 //! of one is no fresh interpreter. The descriptors are created close-on-exec
@@ -14,10 +15,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 
-use super::link::{self, DRAINING, MAX_REQUESTS, READY};
+use super::link::{self, DRAINING, MAX_REQUESTS, READY, STUCK};
 use super::state::Said;
 use super::wakeup;
 use super::Relaunch;
+use crate::ipc::heartbeat::{self, Heartbeat};
 use crate::server::cpus;
 
 /// What every worker inherits from the supervisor.
@@ -33,12 +35,17 @@ pub struct Inherit<'a> {
     pub metrics: Option<BorrowedFd<'a>>,
     /// The session-ticket secret, with TLS ([`crate::tls::tickets`]).
     pub tickets: Option<&'a crate::tls::tickets::Seed>,
+    /// `--worker-timeout`: each worker gets a heartbeat page asking for a
+    /// stamp this often (None: not watched).
+    pub heartbeat: Option<std::time::Duration>,
 }
 
 pub struct Worker {
     child: Child,
     /// The status pipe's read end (non-blocking); `None` after end of file.
     status: Option<File>,
+    /// Its heartbeat page, with `--worker-timeout`.
+    heartbeat: Option<Heartbeat>,
 }
 
 impl Worker {
@@ -74,6 +81,14 @@ impl Worker {
             None => None,
         };
         let tickets = tickets_read.as_ref().map(|fd| fd.as_raw_fd());
+        let (heartbeat_fd, heartbeat) = match inherit.heartbeat {
+            Some(period) => {
+                let (fd, page) = heartbeat::create(period)?;
+                (Some(fd), Some(page))
+            }
+            None => (None, None),
+        };
+        let beats = heartbeat_fd.as_ref().map(|fd| fd.as_raw_fd());
         let mut command = Command::new(&relaunch.program);
         command
             .args(&relaunch.args)
@@ -95,6 +110,9 @@ impl Worker {
         }
         if let Some(tickets) = tickets {
             command.env(link::TICKETS_FD, tickets.to_string());
+        }
+        if let Some(beats) = beats {
+            command.env(link::HEARTBEAT_FD, beats.to_string());
         }
         if let Some(share) = share {
             command
@@ -121,6 +139,7 @@ impl Worker {
                     .chain(ready)
                     .chain(metrics)
                     .chain(tickets)
+                    .chain(beats)
                 {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(io::Error::last_os_error());
@@ -144,9 +163,11 @@ impl Worker {
         let child = command.spawn()?;
         drop(status_write);
         drop(tickets_read);
+        drop(heartbeat_fd);
         Ok(Worker {
             child,
             status: Some(File::from(status_read)),
+            heartbeat,
         })
     }
 
@@ -177,12 +198,19 @@ impl Worker {
                     said.ready |= bytes[..n].contains(&READY);
                     said.draining |= bytes[..n].contains(&DRAINING);
                     said.served_all |= bytes[..n].contains(&MAX_REQUESTS);
+                    said.stuck |= bytes[..n].contains(&STUCK);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
         said
+    }
+
+    /// How long since its heartbeat's oldest stamp (None: not watched, or
+    /// nothing claimed yet).
+    pub fn silent(&self) -> Option<std::time::Duration> {
+        self.heartbeat.as_ref()?.silent()
     }
 
     /// Its exit status, once it has exited (reaped here).

@@ -72,3 +72,30 @@ fn format_exception(py: Python<'_>, err: &PyErr) -> PyResult<String> {
     )?;
     Ok(lines.extract::<Vec<String>>()?.concat())
 }
+
+/// Log where the thread `thread` (Python's ident) is now: the call it runs
+/// ran past `--request-timeout`.
+pub(super) fn log_stuck(py: Python<'_>, thread: u64) {
+    let stack = (|| -> PyResult<Option<String>> {
+        let frames = py.import("sys")?.call_method0("_current_frames")?;
+        let Some(frame) = frames
+            .call_method1("get", (thread,))?
+            .extract::<Option<Bound<'_, PyAny>>>()?
+        else {
+            return Ok(None);
+        };
+        let lines = py
+            .import("traceback")?
+            .call_method1("format_stack", (frame,))?;
+        Ok(Some(lines.extract::<Vec<String>>()?.concat()))
+    })();
+    let text = match stack {
+        Ok(Some(stack)) => format!("Traceback (most recent call last):\n{}", stack.trim_end()),
+        Ok(None) => "(its thread has moved on)".into(),
+        Err(e) => format!("(its stack could not be had: {e})"),
+    };
+    tracing::warn!(
+        target: "m0serve::wsgi",
+        "the call that ran past --request-timeout goes on in its thread (its answer will be dropped); it is at:\n{text}"
+    );
+}

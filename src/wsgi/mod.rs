@@ -19,15 +19,17 @@ mod file_wrapper;
 mod input;
 mod response;
 mod start_response;
+mod stuck;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use m0serve_pool::{Job, Pool, PoolWaker};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
+use crate::app::beat_thread::BeatThread;
 use crate::app::waiters::Waiters;
 use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, ResponseEvent};
@@ -53,6 +55,8 @@ struct Shared {
     inline: bool,
     /// Core threads go behind the pool's ([`m0serve_pool::TurnConfig::core_batch`]).
     core_batch: bool,
+    /// Pool threads stuck past `--request-timeout`.
+    stuck: stuck::Stuck,
 }
 
 /// A WSGI callable served through the pool.
@@ -65,6 +69,11 @@ pub struct WsgiApp {
     /// [`wakes`]) where [`m0serve_pool::TurnConfig::defer_wake`] says so;
     /// `None` otherwise (a wake per job).
     wake: Option<Arc<dyn wakes::Wake>>,
+    /// Stamps the heartbeat with the GIL held (`--worker-timeout`).
+    beat: Mutex<Option<BeatThread>>,
+    /// The threads logging where a timed-out call is stuck, joined at
+    /// shutdown (none may attach once the interpreter finalizes).
+    reporters: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// A pool's wake, owed by a core thread until its pass ends.
@@ -82,6 +91,7 @@ impl WsgiApp {
             environ: environ::Constants::new(py, &config)?,
             inline: config.threads == 0,
             core_batch: config.turn.core_batch,
+            stuck: stuck::Stuck::new(config.threads),
         });
         let waiters = Arc::new(Waiters::default());
         let pool = if config.threads == 0 {
@@ -108,11 +118,30 @@ impl WsgiApp {
             pool: RwLock::new(pool),
             waiters,
             wake,
+            beat: Mutex::new(None),
+            reporters: Mutex::new(Vec::new()),
         }))
     }
 
     /// Stop the pool once the server has drained (call without the GIL).
     pub fn shutdown(&self) {
+        let beat = self
+            .beat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(beat) = beat {
+            beat.stop();
+        }
+        let reporters = std::mem::take(
+            &mut *self
+                .reporters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for reporter in reporters {
+            let _ = reporter.join();
+        }
         let pool = self
             .pool
             .write()
@@ -183,6 +212,7 @@ impl Job for View {
             conduit,
         } = *self;
         response::run(py, &shared, request, conduit);
+        shared.stuck.done_here();
     }
 }
 
@@ -223,6 +253,46 @@ impl App for WsgiApp {
     fn on_core_thread(&self) {
         if !self.shared.inline && self.shared.core_batch {
             m0serve_pool::core_behind_app();
+        }
+    }
+
+    /// Its thread cannot be stopped: where it is stuck is logged (from a
+    /// thread of its own, which takes the GIL the view may hold for long),
+    /// and its answer goes nowhere, the conduit being closed.
+    fn timed_out(&self, conduit: &Arc<Conduit>) {
+        let Some(thread) = conduit.tag() else {
+            return;
+        };
+        self.shared.stuck.mark(thread);
+        let spawned = std::thread::Builder::new()
+            .name("m0-timed-out".into())
+            .spawn(move || Python::attach(|py| errors::log_stuck(py, thread)));
+        match spawned {
+            Ok(reporter) => {
+                let mut reporters = self
+                    .reporters
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                reporters.retain(|r| !r.is_finished());
+                reporters.push(reporter);
+            }
+            Err(e) => tracing::warn!(target: "m0serve::wsgi", "logging a timed-out call: {e}"),
+        }
+    }
+
+    fn when_stuck(&self, ask: Arc<dyn Fn() + Send + Sync>) {
+        self.shared.stuck.asks_with(ask);
+    }
+
+    /// Stamped whenever the GIL can be had: a view that holds it without
+    /// end stops every view of this worker, which the cores cannot see.
+    fn keep_heartbeat(&self, heartbeat: &crate::ipc::heartbeat::Heartbeat) {
+        let Some(beat) = heartbeat.claim() else {
+            return;
+        };
+        match BeatThread::start(beat.period(), move |_py| beat.stamp()) {
+            Ok(thread) => *self.beat.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
+            Err(e) => tracing::warn!("starting the heartbeat's Python thread: {e}"),
         }
     }
 

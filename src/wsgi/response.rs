@@ -35,6 +35,8 @@ pub(super) fn run(py: Python<'_>, shared: &Shared, request: AppRequest, conduit:
     if conduit.is_gone() {
         return; // the client left while the request waited for a thread
     }
+    // Which thread runs it, for `--request-timeout`'s traceback.
+    conduit.set_tag(super::stuck::thread_ident());
     let head = &request.head;
     let responder = match Bound::new(py, StartResponse::new(Arc::clone(&conduit), head.is_head())) {
         Ok(r) => r,

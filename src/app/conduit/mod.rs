@@ -47,6 +47,7 @@ mod tests;
 pub use receive::{BodyRead, WsMessage, BODY_HIGH_WATER};
 pub use send::{ResponseEvent, Sent, RESPONSE_HIGH_WATER};
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::backend::Notifier;
@@ -82,6 +83,9 @@ pub struct Conduit {
     state: Mutex<State>,
     changed: Condvar,
     app_waker: OnceLock<AppWaker>,
+    /// The app's own mark on the call, for [`crate::app::App::timed_out`]
+    /// (0: none): the thread that runs it (WSGI), its id (ASGI).
+    tag: AtomicU64,
 }
 
 impl std::fmt::Debug for Conduit {
@@ -109,7 +113,18 @@ impl Conduit {
             }),
             changed: Condvar::new(),
             app_waker: OnceLock::new(),
+            tag: AtomicU64::new(0),
         }
+    }
+
+    /// Mark the call as the app's `tag` (not 0).
+    pub fn set_tag(&self, tag: u64) {
+        self.tag.store(tag, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The app's mark on the call, if it made one.
+    pub fn tag(&self) -> Option<u64> {
+        Some(self.tag.load(std::sync::atomic::Ordering::Relaxed)).filter(|&t| t != 0)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -210,7 +210,8 @@ impl<S: Service> Core<S> {
                 self.steer_accept(now)?;
             }
 
-            self.arm_timer(now)?;
+            let beat = self.ctx.beat(now);
+            self.arm_timer(now, beat)?;
             super::pass_end::pay();
             let owed =
                 self.listen_door.owed() || self.handoff_door.owed() || !self.deferred.is_empty();
@@ -375,8 +376,9 @@ impl<S: Service> Core<S> {
         }
     }
 
-    /// Arm the ring's timer for the earliest thing this core waits on.
-    fn arm_timer(&mut self, now: Instant) -> io::Result<()> {
+    /// Arm the ring's timer for the earliest thing this core waits on (the
+    /// heartbeat's next stamp among them).
+    fn arm_timer(&mut self, now: Instant, beat: Option<Instant>) -> io::Result<()> {
         let retry = (self.listen_door.blocked() || self.accept_paused_until.is_some())
             .then(|| self.accept_paused_until.unwrap_or(now + RETRY_BLOCKED));
         let shutdown = if self.draining {
@@ -386,7 +388,7 @@ impl<S: Service> Core<S> {
         };
         let session = self.timers.next();
         let recheck = self.recheck_at.filter(|_| !self.draining);
-        match [retry, shutdown, session, recheck]
+        match [retry, shutdown, session, recheck, beat]
             .into_iter()
             .flatten()
             .min()

@@ -37,6 +37,8 @@ pub(super) struct AppCall {
     pub(super) logged_headers: Fields,
     /// A WebSocket request's handshake, until the app accepts or denies it.
     pub(super) upgrade: Option<Upgrade>,
+    /// When the app was handed the call (`--request-timeout` counts from then).
+    pub(super) called_at: Option<std::time::Instant>,
 }
 
 impl AppCall {
@@ -111,8 +113,13 @@ impl AppCall {
         let Some(request) = self.request.take() else {
             return true;
         };
+        // Before the call: an inline app runs inside it.
+        let now = std::time::Instant::now();
         match self.app.call(request, self.conduit.clone()) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.called_at = Some(now);
+                true
+            }
             Err(refused) => {
                 self.request = Some(refused.request);
                 false

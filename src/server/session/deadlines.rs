@@ -1,11 +1,12 @@
 //! A session's clocks: the read deadline that fits its state (a head's, a
-//! body's, the keep-alive's), the send clock, and what an HTTP read
-//! deadline that passed does.
+//! body's, the keep-alive's), the send clock, the app call's
+//! (`--request-timeout`), and what each does once it passed.
 
 use std::time::Instant;
 
 use crate::http::HttpError;
 use crate::metrics::counters::Cause;
+use crate::reply::Reply;
 
 use super::mode::Mode;
 use super::HttpSession;
@@ -133,6 +134,49 @@ impl HttpSession {
     pub(super) fn send_deadline(&self) -> Option<Instant> {
         self.send_since
             .map(|since| since + self.shared.send_timeout)
+    }
+
+    /// When the app's call runs past `--request-timeout`.
+    pub(super) fn call_deadline(&self) -> Option<Instant> {
+        let timeout = self.shared.request_timeout?;
+        Some(self.app.as_ref()?.called_at? + timeout)
+    }
+
+    /// The app's call ran past `--request-timeout`: the app is told (it logs
+    /// the call's traceback, and cancels it where it can), the call is
+    /// abandoned (its later answer dropped), and the client gets a 504 if no
+    /// answer had started, else the connection closes under the part sent.
+    pub(super) fn call_timed_out(&mut self, now: Instant) {
+        let Some(call) = self.app.take() else {
+            return;
+        };
+        let head = call.head.clone();
+        tracing::warn!(
+            "{} {}: the application's call ran past --request-timeout ({:?}){}",
+            head.method,
+            head.target,
+            self.shared.request_timeout.unwrap_or_default(),
+            if call.status.is_some() {
+                ": closing the connection under its answer"
+            } else {
+                ": 504"
+            }
+        );
+        call.app.timed_out(&call.conduit);
+        let answered = call.status.is_some();
+        call.abandon();
+        if answered {
+            return self.close_now();
+        }
+        let mut out = Vec::new();
+        self.conn.close_after_response();
+        self.respond(&head, Reply::text(504, "Gateway Timeout"), &mut out);
+        self.output.push_bytes(out);
+        self.meter_answers(now);
+        self.closed = true;
+        self.deadline = None;
+        self.body_clock = None;
+        self.arm_send(now);
     }
 
     /// The HTTP read deadline passed.

@@ -104,6 +104,7 @@ impl HttpSession {
             started: self.request_started,
             logged_headers: Fields::default(),
             upgrade,
+            called_at: None,
         });
         self.app_progress(out);
     }

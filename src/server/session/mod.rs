@@ -9,7 +9,8 @@
 //!   [`App`] as an `app_call`, and its answer's events come back;
 //! - `output`: the queue that keeps pipelined answers (file bodies
 //!   included) in order;
-//! - `deadlines`: the read and send clocks;
+//! - `deadlines`: the read and send clocks, and the app call's
+//!   (`--request-timeout`);
 //! - `meter`: what the connection counts for the metrics;
 //! - `service`: the [`Service`](crate::backend::Service) that opens a
 //!   session per connection.
@@ -33,6 +34,8 @@ mod meter;
 mod meter_tests;
 mod mode;
 mod output;
+#[cfg(test)]
+mod request_timeout_tests;
 mod service;
 #[cfg(test)]
 mod slow_client_tests;
@@ -99,6 +102,8 @@ pub struct Shared {
     pub body_read_timeout: Duration,
     /// How long queued output may wait for the client to take any (closed beyond).
     pub send_timeout: Duration,
+    /// How long an app call may run (None: for ever).
+    pub request_timeout: Option<Duration>,
     /// Proxy headers and the PROXY protocol.
     pub proxy: super::proxy::ProxyConfig,
     /// How long after its last answer a keep-alive connection idle at the
@@ -135,6 +140,7 @@ impl Shared {
             body_buffer: config.body_buffer.map(Arc::new),
             body_read_timeout: config.body_read_timeout,
             send_timeout: config.send_timeout,
+            request_timeout: config.request_timeout,
             proxy: config.proxy,
             drain_idle: tuning.drain_idle,
             stream_drain: config.stream_drain_timeout,
@@ -371,15 +377,22 @@ impl Session for HttpSession {
             Some(StreamTell::At(at)) => Some(at),
             _ => None,
         };
-        [self.deadline, self.send_deadline(), tell]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.deadline,
+            self.send_deadline(),
+            self.call_deadline(),
+            tell,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn on_deadline(&mut self, now: Instant) {
         if matches!(self.stream_tell, Some(StreamTell::At(at)) if at <= now) {
             self.tell_stream(now);
+        } else if self.call_deadline().is_some_and(|d| d <= now) {
+            self.call_timed_out(now);
         } else if self.send_deadline().is_some_and(|d| d <= now) {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);

@@ -19,6 +19,8 @@ pub struct Said {
     pub draining: bool,
     /// It served its `--workers-max-requests`.
     pub served_all: bool,
+    /// Its app can serve no more: every thread stuck past `--request-timeout`.
+    pub stuck: bool,
     /// The pipe's end: it will say nothing more.
     pub hung_up: bool,
 }
@@ -48,6 +50,12 @@ pub enum Event {
     Rss {
         pid: Pid,
         bytes: u64,
+    },
+    /// How long since the worker's heartbeat's oldest stamp, read by the
+    /// shell on each pass with `--worker-timeout`.
+    Heartbeat {
+        pid: Pid,
+        silent: Duration,
     },
     /// Time passed: whatever is due now is done.
     Tick,
@@ -105,4 +113,7 @@ pub struct Config {
     pub recycle: Recycle,
     /// `--ready-path` is served from a shared flag.
     pub readiness: bool,
+    /// `--worker-timeout`: a ready worker whose heartbeat is silent this
+    /// long is killed and replaced (None: 0, not watched).
+    pub worker_timeout: Option<Duration>,
 }

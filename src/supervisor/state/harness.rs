@@ -27,6 +27,7 @@ pub fn config(workers: usize) -> Config {
         shutdown_delay: Duration::ZERO,
         recycle: Recycle::default(),
         readiness: false,
+        worker_timeout: None,
     }
 }
 
@@ -126,6 +127,11 @@ impl Sim {
             ..Said::default()
         };
         self.say(pid, said)
+    }
+
+    /// `pid`'s heartbeat was last stamped `silent` ago.
+    pub fn heartbeat(&mut self, pid: Pid, silent: Duration) -> Vec<Action> {
+        self.feed(Event::Heartbeat { pid, silent })
     }
 
     /// `pid` exited with `code`.

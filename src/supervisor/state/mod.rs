@@ -21,6 +21,7 @@ mod readiness;
 mod recycling;
 mod signals;
 mod stop;
+mod watchdog;
 mod workers;
 
 #[cfg(test)]
@@ -33,6 +34,8 @@ mod roll_tests;
 mod shutdown_tests;
 #[cfg(test)]
 mod slot_tests;
+#[cfg(test)]
+mod watchdog_tests;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -43,6 +46,7 @@ use libc::c_int;
 use super::recycle::{Why, RSS_SAMPLE};
 
 pub use contract::{Action, Config, Event, Level, Pid, Said};
+pub use watchdog::period as heartbeat_period;
 
 /// Where the supervisor's life is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +85,21 @@ struct Tracked {
     /// Its last resident memory sample, and how many in a row were over.
     rss: u64,
     rss_strikes: u32,
+    /// Since when it has been watched (`--worker-timeout`): it said READY.
+    ready_at: Option<Instant>,
+    /// Its heartbeat's oldest stamp, as last read.
+    heard: Option<Instant>,
+    /// Found silent: its tracebacks were asked for then, and it is killed
+    /// once they had time to be written.
+    hung: Option<Hung>,
+}
+
+/// Where the killing of a silent worker stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hung {
+    /// Told to write its tracebacks at this moment.
+    Dumping(Instant),
+    Killed,
 }
 
 impl Tracked {
@@ -201,6 +220,7 @@ impl Machine {
             Event::Status { pid, said } => self.on_status(pid, said, now),
             Event::Exited { pid, status } => self.on_exit(pid, status, now),
             Event::Rss { pid, bytes } => self.on_rss(pid, bytes),
+            Event::Heartbeat { pid, silent } => self.on_heartbeat(pid, silent, now),
             Event::Tick => self.tick(now),
         }
         self.take()
@@ -228,6 +248,7 @@ impl Machine {
             .chain(self.recycles_at())
             .chain(self.config.recycle.max_rss.map(|_| self.next_rss))
             .chain(reload)
+            .chain(self.watchdog_at())
             .min()
     }
 
@@ -275,6 +296,9 @@ impl Machine {
             recycle_at: self.config.recycle.deadline(now, number, first),
             rss: 0,
             rss_strikes: 0,
+            ready_at: None,
+            heard: None,
+            hung: None,
         };
         let slot = &mut self.slots[index];
         if replacement {
@@ -291,6 +315,7 @@ impl Machine {
     /// Everything due at `now`, in the order the rules depend on.
     fn tick(&mut self, now: Instant) {
         self.respawn_due(now);
+        self.watchdog_due(now);
         self.sample_rss(now);
         self.queue_recycles(now);
         self.reload_due(now);

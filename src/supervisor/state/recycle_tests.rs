@@ -44,6 +44,32 @@ fn a_worker_that_served_its_requests_is_replaced_then_drained() {
 }
 
 #[test]
+fn a_worker_whose_threads_are_all_stuck_is_replaced_ready_first() {
+    let mut sim = Sim::booted(config(2));
+    let stuck = Said {
+        stuck: true,
+        ..Said::default()
+    };
+    assert!(sim.say(101, stuck).is_empty());
+    let recycle = sim.tick();
+    assert_eq!(
+        logs(&recycle, Level::Info)[0],
+        "worker 2 (pid 101) has every thread stuck past --request-timeout: recycling it"
+    );
+    assert_eq!(spawns(&recycle), [(2, true)]);
+    assert!(
+        signals(&recycle).is_empty(),
+        "not drained before its replacement is ready"
+    );
+    let ready = sim.ready(102);
+    assert!(ready.contains(&Action::Restarted {
+        number: 2,
+        cause: "stuck"
+    }));
+    assert_eq!(signals(&ready), [(101, SIGTERM)]);
+}
+
+#[test]
 fn lifetimes_of_the_first_generation_are_spread_and_later_ones_whole() {
     let mut sim = Sim::booted(with(Recycle {
         lifetime: Some(secs(60)),

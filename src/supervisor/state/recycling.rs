@@ -46,7 +46,7 @@ impl Machine {
             .filter_map(|s| {
                 let w = s.worker.as_ref().filter(|w| w.ready())?;
                 // Due already: any moment past will do.
-                let due = if w.said.served_all || w.rss_strikes >= RSS_STRIKES {
+                let due = if w.said.served_all || w.said.stuck || w.rss_strikes >= RSS_STRIKES {
                     s.hold_until.unwrap_or(w.started)
                 } else {
                     w.recycle_at?
@@ -71,7 +71,9 @@ impl Machine {
             let Some(w) = slot.worker.as_ref().filter(|w| w.ready()) else {
                 continue;
             };
-            let why = if w.said.served_all {
+            let why = if w.said.stuck {
+                Why::Stuck
+            } else if w.said.served_all {
                 Why::MaxRequests
             } else if w.rss_strikes >= RSS_STRIKES {
                 Why::MaxRss(w.rss)

@@ -80,13 +80,13 @@ impl Machine {
         let mut became_ready = None;
         for (index, slot) in self.slots.iter_mut().enumerate() {
             if let Some(w) = slot.worker.as_mut().filter(|w| w.pid == Some(pid)) {
-                became_ready = hear(w, said).then_some((index, false));
+                became_ready = hear(w, said, now).then_some((index, false));
             } else if let Some(w) = slot.replacement.as_mut().filter(|w| w.pid == Some(pid)) {
-                became_ready = hear(w, said).then_some((index, true));
+                became_ready = hear(w, said, now).then_some((index, true));
             }
         }
         if let Some(w) = self.retired.iter_mut().find(|w| w.pid == Some(pid)) {
-            hear(w, said);
+            hear(w, said, now);
         }
         match became_ready {
             Some((index, true)) => self.promote(index, now),
@@ -181,9 +181,10 @@ impl Machine {
             self.stop(SIGTERM, now);
             return;
         }
+        let hung = w.hung.is_some();
         self.out.push(Action::Restarted {
             number,
-            cause: "exited",
+            cause: if hung { "hung" } else { "exited" },
         });
         let slot = &mut self.slots[index];
         if slot.replacement.is_none() && slot.queued.take().is_some() {
@@ -200,13 +201,14 @@ impl Machine {
             Duration::ZERO => String::new(),
             d => format!(" in {d:?}"),
         };
-        let what = if w.ready() {
-            "exited"
-        } else {
-            "failed to start"
+        let (what, level) = match (hung, w.ready()) {
+            // The watchdog's warning said why already.
+            (true, _) => ("was killed as hung", Level::Info),
+            (false, true) => ("exited", Level::Warn),
+            (false, false) => ("failed to start", Level::Warn),
         };
         self.out.log(
-            Level::Warn,
+            level,
             format!("worker {number} (pid {pid}) {what}: {why}; restarting it{when}"),
         );
         slot.respawn_at = Some(now + delay);
@@ -228,12 +230,17 @@ impl Machine {
     }
 }
 
-/// Note what `w` said; true when this made it ready.
-fn hear(w: &mut Tracked, said: Said) -> bool {
+/// Note what `w` said; true when this made it ready (its watch begins).
+fn hear(w: &mut Tracked, said: Said, now: Instant) -> bool {
     let was_ready = w.said.ready;
     w.said.ready |= said.ready;
     w.said.draining |= said.draining;
     w.said.served_all |= said.served_all;
+    w.said.stuck |= said.stuck;
     w.said.hung_up |= said.hung_up;
-    w.said.ready && !was_ready
+    let became = w.said.ready && !was_ready;
+    if became {
+        w.ready_at = Some(now);
+    }
+    became
 }
