@@ -145,6 +145,12 @@ impl<S: Session> Session for Guarded<S> {
         self.call("writing", |s| s.on_sent(n, now));
     }
 
+    fn kernel_tls(&mut self) -> Option<super::ktls::Keys> {
+        let mut keys = None;
+        self.call("writing", |s| keys = s.kernel_tls());
+        keys
+    }
+
     fn lend_output(&mut self) -> Option<(Bytes, usize)> {
         let mut lent = None;
         self.call("writing", |s| lent = s.lend_output());

@@ -12,6 +12,7 @@ pub mod accept;
 pub mod admit;
 pub mod guard;
 pub mod held;
+pub mod ktls;
 pub mod linger;
 pub mod pass_end;
 pub mod portable;
@@ -118,6 +119,14 @@ pub trait Session {
     /// instead of closed under bytes that would reset it.
     fn linger(&self) -> Linger {
         Linger::IfUnread
+    }
+    /// Asked when nothing of the connection is in flight (no read, no
+    /// write, its output drained) and it is not closing: the keys to hand
+    /// its records to the kernel ([`ktls`]), once, when a TLS session is
+    /// ready for it. From then on the session is a plain one; the backend
+    /// installs the keys, or closes the connection if the kernel refuses them.
+    fn kernel_tls(&mut self) -> Option<ktls::Keys> {
+        None
     }
 }
 

@@ -38,6 +38,7 @@ use socket2::Socket;
 
 use super::accept::{Door, Step, RETRY_BLOCKED};
 use super::guard::Guarded;
+use super::ktls::{self, Record};
 use super::linger::Lingering;
 use super::sendfile::send_file;
 use super::slab::{Key, Slab};
@@ -114,6 +115,8 @@ struct Conn<T> {
     write_interest: bool,
     /// Lingering: half-closed, its input dropped ([`super::linger`]).
     linger: Option<Lingering>,
+    /// The kernel encrypts and decrypts its records ([`super::ktls`]).
+    ktls: bool,
     armed: Armed,
 }
 
@@ -135,6 +138,15 @@ impl<T: Session> Conn<T> {
         let mut reads = 0;
         loop {
             let drained = self.flush(now)?;
+            // Nothing in flight: the moment a TLS session may hand its
+            // records to the kernel (an error closes the connection).
+            if drained && !self.ktls {
+                if let Some(keys) = self.session.kernel_tls() {
+                    ktls::install(self.sock.as_fd(), &keys)?;
+                    self.ktls = true;
+                    continue;
+                }
+            }
             if self.session.done() {
                 return Ok(if drained { Driven::Close } else { Driven::Open });
             }
@@ -153,6 +165,16 @@ impl<T: Session> Conn<T> {
                 Ok(n) => self.session.on_read(&buf[..n], now),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Kernel TLS: a record other than application data is next.
+                Err(e) if self.ktls && e.raw_os_error() == Some(libc::EIO) => {
+                    match ktls::read_record(self.sock.as_fd(), buf)? {
+                        Record::Data(n) => self.session.on_read(&buf[..n], now),
+                        Record::End => {
+                            self.eof = true;
+                            self.session.on_eof(now);
+                        }
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -426,6 +448,10 @@ impl<S: Service> Core<S> {
         if c.linger.is_some() {
             return self.close(key); // its lingering is over
         }
+        if c.ktls {
+            // Best effort: a full window gets the close without it.
+            let _ = ktls::close_notify(c.sock.as_fd());
+        }
         let asked = c.session.linger();
         c.linger = Lingering::begin(self.ctx.linger, asked, c.eof, &c.sock, Instant::now());
         if c.linger.is_some() {
@@ -501,6 +527,7 @@ impl<S: Service> Core<S> {
             queued: false,
             write_interest: false,
             linger: None,
+            ktls: false,
             armed: Armed::default(),
         });
         if let Err(e) = self.poll.registry().register(

@@ -236,6 +236,7 @@ impl<S: Service> Core<S> {
                 watch: Watch::Idle,
                 closing: false,
                 linger: None,
+                ktls: false,
                 armed: Armed::default(),
             }
         });

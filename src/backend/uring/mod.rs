@@ -49,6 +49,7 @@ use socket2::SockRef;
 
 use super::accept::{Door, RETRY_BLOCKED};
 use super::guard::Guarded;
+use super::ktls::{self, Record};
 use super::linger::Lingering;
 use super::slab::{Key, Slab};
 use super::timers::{Armed, Timers};
@@ -123,6 +124,8 @@ struct Conn<T> {
     closing: bool,
     /// Lingering: half-closed, its input dropped ([`super::linger`]).
     linger: Option<Lingering>,
+    /// The kernel encrypts and decrypts its records ([`super::ktls`]).
+    ktls: bool,
     /// Its entry in the deadline heap.
     armed: Armed,
 }
@@ -300,6 +303,20 @@ impl<S: Service> Core<S> {
             // grown since): they wait in the socket for the recv armed again.
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
             Err(_) if conn.closing => {}
+            // Kernel TLS: a record other than application data is next.
+            Err(e) if conn.ktls && e.raw_os_error() == Some(libc::EIO) => {
+                match ktls::read_record(conn.fd.as_fd(), &mut self.scratch) {
+                    Ok(Record::Data(n)) => conn.session.on_read(&self.scratch[..n], now),
+                    Ok(Record::End) => {
+                        conn.eof = true;
+                        conn.session.on_eof(now);
+                    }
+                    Err(e) => {
+                        tracing::debug!(core = self.ctx.index, "kernel TLS read failed: {e}");
+                        self.close(key);
+                    }
+                }
+            }
             Err(e) => {
                 tracing::debug!(core = self.ctx.index, "recv failed: {e}");
                 self.close(key);
@@ -434,6 +451,22 @@ impl<S: Service> Core<S> {
                 self.finish(key);
                 return self.drive(key);
             }
+            // Nothing in flight: the moment a TLS session may hand its
+            // records to the kernel.
+            if drained && !conn.reading && !conn.ktls {
+                if let Some(keys) = conn.session.kernel_tls() {
+                    if let Err(e) = ktls::install(conn.fd.as_fd(), &keys) {
+                        tracing::warn!(
+                            core = self.ctx.index,
+                            "kernel TLS refused a connection: {e}"
+                        );
+                        self.close(key);
+                        return self.drive(key);
+                    }
+                    conn.ktls = true;
+                    return self.drive(key);
+                }
+            }
             if conn.session.wants_read() && !conn.eof && !conn.reading {
                 if let Err(e) = self.ring.recv(token(key), conn.fd.as_fd()) {
                     tracing::debug!(core = self.ctx.index, "recv failed: {e}");
@@ -470,6 +503,10 @@ impl<S: Service> Core<S> {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
+        if conn.ktls {
+            // Best effort: a full window gets the close without it.
+            let _ = ktls::close_notify(conn.fd.as_fd());
+        }
         let asked = conn.session.linger();
         conn.linger = Lingering::begin(self.ctx.linger, asked, conn.eof, &conn.fd, Instant::now());
         if conn.linger.is_none() {
