@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::CliError;
-use crate::tls::{ClientAuth, Files, MinVersion, Settings};
+use crate::tls::{kernel, ClientAuth, Files, MinVersion, Settings};
 
 #[derive(Args, Debug)]
 pub(super) struct TlsArgs {
@@ -36,6 +36,18 @@ pub(super) struct TlsArgs {
     /// The oldest TLS version accepted.
     #[arg(long, env = "M0SERVE_SSL_PROTOCOL_MIN", value_enum, default_value_t = Protocol::Tls12)]
     ssl_protocol_min: Protocol,
+
+    /// Kernel TLS: auto hands each connection's records to the kernel after
+    /// its handshake where the kernel has TLS (Linux's tls module) and the
+    /// negotiated cipher; off keeps them all in rustls.
+    #[arg(long, env = "M0SERVE_SSL_KTLS", value_enum, default_value_t = Ktls::Auto)]
+    ssl_ktls: Ktls,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Ktls {
+    Auto,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -71,6 +83,7 @@ impl TlsArgs {
                     self.ssl_protocol_min != Protocol::Tls12,
                     "--ssl-protocol-min",
                 ),
+                (self.ssl_ktls != Ktls::Auto, "--ssl-ktls"),
             ];
             return match stray.iter().find(|(given, _)| *given) {
                 Some((_, flag)) => Err(CliError::Usage(format!(
@@ -88,6 +101,10 @@ impl TlsArgs {
             min_version: match self.ssl_protocol_min {
                 Protocol::Tls12 => MinVersion::Tls12,
                 Protocol::Tls13 => MinVersion::Tls13,
+            },
+            kernel: match self.ssl_ktls {
+                Ktls::Auto => kernel::Mode::Auto,
+                Ktls::Off => kernel::Mode::Off,
             },
         }))
     }

@@ -184,6 +184,7 @@ pub fn run(options: Options) -> io::Result<i32> {
         .collect();
     let tls = config.tls.take().map(|settings| {
         Arc::new(TlsShared {
+            kernel: crate::tls::kernel::choose(settings.kernel),
             settings,
             handshake_timeout: config.header_read_timeout,
             send_timeout: config.send_timeout,

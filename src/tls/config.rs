@@ -52,6 +52,7 @@ pub struct Files {
     pub ca_certs: Option<PathBuf>,
     pub client_auth: ClientAuth,
     pub min_version: MinVersion,
+    pub kernel: super::kernel::Mode,
 }
 
 /// A failure to load the configuration: which file, and why.
@@ -77,6 +78,8 @@ pub struct Settings {
     pub config: Arc<ServerConfig>,
     /// The leaf certificate, PEM-encoded.
     pub server_cert_pem: Arc<str>,
+    /// `--ssl-ktls`: rustls gives its secrets up for the kernel when `Auto`.
+    pub kernel: super::kernel::Mode,
 }
 
 impl Settings {
@@ -131,6 +134,7 @@ impl Files {
                 },
             })?;
         config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+        config.enable_secret_extraction = self.kernel == super::kernel::Mode::Auto;
         // The server's order of cipher suites, not the client's (see `provider`).
         config.ignore_client_order = true;
         // Resumption: stateless tickets (TLS 1.3, and 1.2's ticket
@@ -146,6 +150,7 @@ impl Files {
         Ok(Settings {
             config: Arc::new(config),
             server_cert_pem,
+            kernel: self.kernel,
         })
     }
 

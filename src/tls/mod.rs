@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod info;
+pub mod kernel;
 mod session;
 mod tcp_only;
 pub mod tickets;

@@ -30,8 +30,10 @@ use std::time::{Duration, Instant};
 use rustls::ServerConnection;
 
 use super::info::TlsInfo;
+use super::kernel;
 use super::tcp_only::Either;
 use super::Secured;
+use crate::backend::ktls::{Ciphers, Keys};
 use crate::backend::sendfile::read_at;
 use crate::backend::{Linger, Notifier, Output, Peer, Service, Session};
 use crate::http::proxy_protocol;
@@ -49,6 +51,43 @@ const HELD_INPUT: usize = 64 * 1024;
 /// The record type of a handshake message (RFC 8446 §5.1): the first byte
 /// of every ClientHello.
 const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Where the bytes read so far end in the stream of records. rustls is fed
+/// whatever comes; the kernel may take the connection's reads over only
+/// where a record ends, or it would begin with the middle of one.
+#[derive(Default)]
+struct RecordEdge {
+    /// The header (type, version, length) of the next record, as far as read.
+    header: [u8; 5],
+    have: usize,
+    /// Bytes of the current record's body still to come.
+    left: usize,
+}
+
+impl RecordEdge {
+    fn advance(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.left > 0 {
+                let n = self.left.min(data.len());
+                self.left -= n;
+                data = &data[n..];
+                continue;
+            }
+            let n = (self.header.len() - self.have).min(data.len());
+            self.header[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            data = &data[n..];
+            if self.have == self.header.len() {
+                self.left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+                self.have = 0;
+            }
+        }
+    }
+
+    fn at_edge(&self) -> bool {
+        self.have == 0 && self.left == 0
+    }
+}
 
 /// What a plain-HTTP client on the TLS port is told: a closing 400, its head
 /// written as every other (with the `Date` a 4xx must carry, RFC 9110
@@ -79,6 +118,9 @@ pub struct TlsShared {
     pub handshake_timeout: Duration,
     /// How long ciphertext may wait for a client that takes none of it.
     pub send_timeout: Duration,
+    /// The ciphers whose records the kernel takes over after the handshake
+    /// (`--ssl-ktls`, [`super::kernel`]); None: rustls keeps them all.
+    pub kernel: Option<Ciphers>,
 }
 
 /// Wraps every session `inner` opens for a TCP peer in TLS.
@@ -151,10 +193,16 @@ pub struct TlsSession<S> {
     stalled_since: Option<Instant>,
     /// Scratch for plaintext on its way in or out.
     scratch: Vec<u8>,
+    /// The kernel is to take over once the handshake's records are all
+    /// sent and read (cleared when the negotiated cipher is not its).
+    to_kernel: bool,
+    /// Kept while `to_kernel`.
+    edge: RecordEdge,
 }
 
 impl<S: Session + Secured> TlsSession<S> {
     pub fn new(inner: S, shared: Arc<TlsShared>, now: Instant) -> Self {
+        let to_kernel = shared.kernel.is_some();
         let mut tls = ServerConnection::new(shared.settings.config.clone())
             .expect("a server configuration rustls built accepts connections");
         // What rustls buffers to send before `writer()` takes no more.
@@ -175,6 +223,8 @@ impl<S: Session + Secured> TlsSession<S> {
             dropped: false,
             stalled_since: None,
             scratch: Vec::new(),
+            to_kernel,
+            edge: RecordEdge::default(),
         }
     }
 
@@ -286,6 +336,53 @@ impl<S: Session + Secured> TlsSession<S> {
         self.phase = Phase::Open;
         let info = TlsInfo::of(&self.tls, &self.shared.settings.server_cert_pem);
         self.inner.secured(Arc::new(info));
+        let cipher = self
+            .tls
+            .negotiated_cipher_suite()
+            .and_then(|s| kernel::cipher_of(s.suite()));
+        self.to_kernel &= matches!((self.shared.kernel, cipher), (Some(k), Some(c)) if k.has(c));
+    }
+
+    /// Whether the kernel may take the connection over now: the handshake
+    /// is over, every record rustls made is sent, the bytes read end a
+    /// record and rustls took them all, and the inner session has taken all
+    /// the plaintext rustls decrypted.
+    pub(super) fn kernel_ready(&mut self) -> bool {
+        self.to_kernel
+            && self.phase == Phase::Open
+            && !self.closing
+            && !self.eof
+            && self.incoming.is_empty()
+            && self.edge.at_edge()
+            && self.sent == self.outgoing.len()
+            && !self.tls.wants_write()
+            && self
+                .tls
+                .process_new_packets()
+                .is_ok_and(|io| io.plaintext_bytes_to_read() == 0 && !io.peer_has_closed())
+    }
+
+    /// The inner session, to be served plain over a socket the kernel
+    /// encrypts, and the keys the kernel needs for it; None when rustls
+    /// would not give them up (the connection must then close).
+    pub(super) fn into_kernel(self) -> (S, Option<Keys>) {
+        let version = self.tls.protocol_version();
+        let suite = self.tls.negotiated_cipher_suite();
+        let keys = match (version, self.tls.dangerous_extract_secrets()) {
+            (Some(version), Ok(secrets)) => kernel::keys(version, secrets),
+            (_, Err(e)) => {
+                tracing::warn!("kernel TLS: rustls kept the secrets: {e}");
+                None
+            }
+            (None, Ok(_)) => None,
+        };
+        if let (Some(_), Some(suite)) = (&keys, suite) {
+            tracing::debug!(
+                "TLS connection's records handed to the kernel ({:?})",
+                suite.suite()
+            );
+        }
+        (self.inner, keys)
     }
 
     /// Encrypt the inner session's next output, if any, into `outgoing`.
@@ -375,6 +472,9 @@ impl<S: Session + Secured> Session for TlsSession<S> {
         if self.phase == Phase::Failed {
             return;
         }
+        if self.to_kernel {
+            self.edge.advance(data);
+        }
         self.incoming.extend_from_slice(data);
         self.pump_in(now);
     }
@@ -428,6 +528,11 @@ impl<S: Session + Secured> Session for TlsSession<S> {
     fn wants_read(&self) -> bool {
         match self.phase {
             Phase::Fresh | Phase::Handshaking => !self.eof,
+            // Bound for the kernel, with no record begun: read nothing
+            // more here until it has taken over.
+            Phase::Open if self.to_kernel && self.incoming.is_empty() && self.edge.at_edge() => {
+                false
+            }
             Phase::Open => !self.eof && self.inner.wants_read() && self.incoming.len() < HELD_INPUT,
             Phase::Failed => false,
         }

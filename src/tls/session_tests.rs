@@ -9,8 +9,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
 
 use super::*;
+use crate::backend::ktls::{Cipher, Ciphers};
 use crate::backend::{Output, Session};
 use crate::tls::config::{ClientAuth, Files, MinVersion, Settings};
+use crate::tls::kernel;
+use crate::tls::tcp_only::Either;
 
 /// An inner session that answers each line `ping` with `pong\n`, closes
 /// after `bye`, and reads only while `reading`.
@@ -138,6 +141,7 @@ fn files(pki: &Pki) -> Files {
         ca_certs: None,
         client_auth: ClientAuth::None,
         min_version: MinVersion::Tls12,
+        kernel: kernel::Mode::Off,
     }
 }
 
@@ -147,6 +151,7 @@ fn shared(settings: Settings) -> Arc<TlsShared> {
         settings,
         handshake_timeout: Duration::from_secs(10),
         send_timeout: Duration::from_secs(30),
+        kernel: None,
     })
 }
 
@@ -632,5 +637,179 @@ fn a_client_resumes_at_another_worker_only_with_the_shared_ticket_secret() {
             [Some(Full), Some(second)],
             "shared secret: {shared_secret}"
         );
+    }
+}
+
+/// A server whose kernel takes `ciphers`, and a client that can give up
+/// its own secrets to check the server's against.
+fn kernel_pair(pki: &Pki, ciphers: Ciphers, now: Instant) -> (TlsSession<Lines>, ClientConnection) {
+    let mut f = files(pki);
+    f.kernel = kernel::Mode::Auto;
+    let shared = Arc::new(TlsShared {
+        kernel: Some(ciphers),
+        ..Arc::into_inner(shared(f.load().unwrap())).unwrap()
+    });
+    let mut config = client_config(pki, None);
+    config.enable_secret_extraction = true;
+    (TlsSession::new(Lines::new(), shared, now), client(config))
+}
+
+fn all_ciphers() -> Ciphers {
+    Cipher::ALL
+        .into_iter()
+        .fold(Ciphers::default(), Ciphers::with)
+}
+
+/// The handshake, with a `ping` sent after it, the server's records taken
+/// by the client as they come but not reported sent: how many there are.
+fn handshake_unsent(s: &mut TlsSession<Lines>, c: &mut ClientConnection, now: Instant) -> usize {
+    c.writer().write_all(b"ping\n").unwrap();
+    let mut unsent = 0;
+    for _ in 0..10 {
+        let wire = client_bytes(c);
+        if !wire.is_empty() {
+            s.on_read(&wire, now);
+        }
+        if let Output::Bytes(b) = s.output() {
+            let mut rest = &b[unsent..];
+            while !rest.is_empty() {
+                c.read_tls(&mut rest).unwrap();
+                c.process_new_packets().unwrap();
+            }
+            unsent = b.len();
+        }
+    }
+    unsent
+}
+
+#[test]
+fn the_kernel_takes_over_only_once_every_record_of_the_handshake_is_sent_with_the_clients_keys() {
+    use crate::backend::ktls::Version;
+    let pki = pki("kernel");
+    let now = Instant::now();
+    let (mut s, mut c) = kernel_pair(&pki, all_ciphers(), now);
+    let unsent = handshake_unsent(&mut s, &mut c, now);
+    assert!(unsent > 0 && !c.is_handshaking());
+    assert_eq!(s.inner().got, b"", "the ping was taken whole as a line");
+    assert!(
+        !s.kernel_ready(),
+        "ready while its records were still unsent"
+    );
+    assert!(!s.wants_read(), "reads on while bound for the kernel");
+    s.on_sent(unsent, now);
+    assert!(
+        s.kernel_ready(),
+        "not ready once everything was sent and read"
+    );
+
+    let mut either = Either::Tls(s);
+    let keys = either.kernel_tls().expect("the keys");
+    assert!(
+        matches!(either, Either::Plain(_)),
+        "not served plain after the handover"
+    );
+    assert!(either.kernel_tls().is_none(), "handed over twice");
+    // The answer rustls had not encrypted yet goes to the kernel as it is.
+    let Output::Bytes(pong) = either.output() else {
+        panic!("the pong was lost in the handover");
+    };
+    assert_eq!(pong, b"pong\n");
+    let theirs = c.dangerous_extract_secrets().unwrap();
+    let client = kernel::keys(rustls::ProtocolVersion::TLSv1_3, theirs).unwrap();
+    assert_eq!(keys.version, Version::Tls13);
+    assert_eq!(keys.cipher, client.cipher);
+    for (ours, theirs, what) in [
+        (&keys.rx, &client.tx, "read"),
+        (&keys.tx, &client.rx, "send"),
+    ] {
+        assert_eq!(&ours.key[..], &theirs.key[..], "{what} key");
+        assert_eq!(&ours.iv[..], &theirs.iv[..], "{what} IV");
+        assert_eq!(ours.seq, theirs.seq, "{what} sequence number");
+    }
+    assert!(keys.rx.seq >= 1, "the client's ping record is counted");
+}
+
+#[test]
+fn a_record_begun_but_not_ended_keeps_the_connection_in_rustls_and_reading() {
+    let pki = pki("kernel-partial");
+    let now = Instant::now();
+    let (mut s, mut c) = kernel_pair(&pki, all_ciphers(), now);
+    let unsent = handshake_unsent(&mut s, &mut c, now);
+    s.on_sent(unsent, now);
+    assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n");
+    c.writer().write_all(b"ping\n").unwrap();
+    let wire = client_bytes(&mut c);
+    s.on_read(&wire[..wire.len() - 1], now);
+    assert!(!s.kernel_ready(), "ready with a record half read");
+    assert!(s.wants_read(), "the record's last byte is never read");
+    s.on_read(&wire[wire.len() - 1..], now);
+    let Output::Bytes(b) = s.output() else {
+        panic!("no pong for the whole record");
+    };
+    let n = b.len();
+    s.on_sent(n, now);
+    assert!(s.kernel_ready());
+}
+
+#[test]
+fn a_cipher_the_kernel_lacks_and_a_server_without_kernel_tls_stay_in_rustls() {
+    let pki = pki("kernel-lacks");
+    let now = Instant::now();
+    let lacking = Ciphers::default()
+        .with(Cipher::Aes256Gcm)
+        .with(Cipher::Chacha20Poly1305);
+    for (ciphers, what) in [
+        (lacking, "a cipher the kernel lacks"),
+        (all_ciphers(), "--ssl-ktls off"),
+    ] {
+        let (mut s, _) = kernel_pair(&pki, ciphers, now);
+        if what == "--ssl-ktls off" {
+            s = server(&files(&pki), now);
+        }
+        // The client offers AES-128-GCM alone.
+        let mut c = client(aes128_only(&pki));
+        let unsent = handshake_unsent(&mut s, &mut c, now);
+        s.on_sent(unsent, now);
+        assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n", "{what}");
+        assert!(!s.kernel_ready(), "{what}: handed to the kernel");
+        assert!(s.wants_read(), "{what}: reads nothing more");
+        c.writer().write_all(b"ping\n").unwrap();
+        assert_eq!(shuttle(&mut c, &mut s, 1 << 20, now), b"pong\n", "{what}");
+    }
+}
+
+/// A client that offers TLS 1.3's AES-128-GCM suite alone.
+fn aes128_only(pki: &Pki) -> ClientConfig {
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider
+        .cipher_suites
+        .retain(|s| s.suite() == rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    let mut config = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots(pki))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config
+}
+
+#[test]
+fn the_record_edge_is_where_the_last_record_read_ends_however_the_bytes_come() {
+    let record = |len: usize| {
+        let mut r = vec![23, 3, 3];
+        r.extend((len as u16).to_be_bytes());
+        r.extend(std::iter::repeat_n(7, len));
+        r
+    };
+    let two = [record(3), record(0), record(300)].concat();
+    for piece in [1, 2, 4, 5, 6, 13, 1000] {
+        let mut edge = RecordEdge::default();
+        let mut read = 0;
+        for chunk in two.chunks(piece) {
+            edge.advance(chunk);
+            read += chunk.len();
+            let ends = [0, 8, 13, two.len()].contains(&read);
+            assert_eq!(edge.at_edge(), ends, "{read} bytes read in {piece}-byte pieces");
+        }
     }
 }

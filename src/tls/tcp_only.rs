@@ -1,7 +1,8 @@
 //! TLS applies to TCP listeners only: one setting serves every TCP bind,
 //! and a Unix socket's peer (a local proxy or sidecar, which the kernel
 //! already keeps to this machine) is served plain HTTP. [`Either`] is the
-//! session of either kind, delegating every call to the one it holds.
+//! session of either kind, delegating every call to the one it holds. A TLS
+//! session whose records the kernel takes over becomes a plain one.
 
 use std::time::Instant;
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 
 use super::session::TlsSession;
 use super::Secured;
+use crate::backend::ktls::Keys;
 use crate::backend::{Linger, Output, Session};
 
 /// A connection's session on a TLS server: TLS (a TCP peer), or plain (a
@@ -17,7 +19,44 @@ use crate::backend::{Linger, Output, Session};
 #[allow(clippy::large_enum_variant)]
 pub enum Either<S> {
     Tls(TlsSession<S>),
+    /// A Unix socket's, or a TLS one the kernel encrypts.
     Plain(S),
+    /// Between the two, and after rustls would not give its keys up: the
+    /// connection closes unanswered.
+    Cut(Cut),
+}
+
+/// A session that is over: it reads nothing, says nothing, and is aborted.
+pub struct Cut;
+
+impl Session for Cut {
+    fn on_read(&mut self, _: &[u8], _: Instant) {}
+    fn on_eof(&mut self, _: Instant) {}
+    fn output(&mut self) -> Output<'_> {
+        Output::None
+    }
+    fn on_sent(&mut self, _: usize, _: Instant) {}
+    fn wants_read(&self) -> bool {
+        false
+    }
+    fn done(&self) -> bool {
+        true
+    }
+    fn aborted(&self) -> bool {
+        true
+    }
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    fn on_deadline(&mut self, _: Instant) {}
+    fn idle(&self) -> bool {
+        true
+    }
+    fn on_shutdown(&mut self) {}
+    fn on_notify(&mut self, _: Instant) {}
+    fn linger(&self) -> Linger {
+        Linger::No
+    }
 }
 
 /// `$call` on whichever session `$self` holds.
@@ -26,6 +65,7 @@ macro_rules! each {
         match $self {
             Either::Tls($s) => $call,
             Either::Plain($s) => $call,
+            Either::Cut($s) => $call,
         }
     };
 }
@@ -78,5 +118,21 @@ impl<S: Session + Secured> Session for Either<S> {
     }
     fn linger(&self) -> Linger {
         each!(self, s => s.linger())
+    }
+    fn kernel_tls(&mut self) -> Option<Keys> {
+        let Either::Tls(tls) = self else {
+            return None;
+        };
+        if !tls.kernel_ready() {
+            return None;
+        }
+        let Either::Tls(tls) = std::mem::replace(self, Either::Cut(Cut)) else {
+            unreachable!("a TLS session, looked at above");
+        };
+        let (inner, keys) = tls.into_kernel();
+        if keys.is_some() {
+            *self = Either::Plain(inner);
+        }
+        keys
     }
 }
