@@ -245,6 +245,15 @@ for backend in ${python_backends//,/ }; do
     step "autobahn ($backend)" bash tests/autobahn.sh "$backend" $installed_m0serve
 done
 
+# Kernel TLS end to end in a guest on Debian's 6.1 kernel (emulated, bounded):
+# against the 3.10 leg's m0serve, a venv of the host's own (a chroot's would
+# need its chroot inside the guest).
+if [ "$(uname -s)" = Linux ] && [ "$(id -u)" = 0 ] && target/py-3.10/bin/python -c '' 2>/dev/null; then
+    step "ktls guest" timeout 900 bash tests/ktls.sh target/py-3.10/bin/m0serve
+else
+    summary+=("NOTE: the kernel TLS guest test did not run (it needs Linux, root and the 3.10 leg's own venv)")
+fi
+
 # The probes judge timing mechanisms by order and ratios, on the newest leg's
 # release build (the dev profile's costs would move the GIL turn's slice).
 # The probes themselves need only the standard library: the host's Python runs them.
