@@ -809,7 +809,11 @@ fn the_record_edge_is_where_the_last_record_read_ends_however_the_bytes_come() {
             edge.advance(chunk);
             read += chunk.len();
             let ends = [0, 8, 13, two.len()].contains(&read);
-            assert_eq!(edge.at_edge(), ends, "{read} bytes read in {piece}-byte pieces");
+            assert_eq!(
+                edge.at_edge(),
+                ends,
+                "{read} bytes read in {piece}-byte pieces"
+            );
         }
     }
 }
