@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use zeroize::Zeroizing;
 
-use super::{split_iv, Cipher, Keys, Secret, Version};
+use super::{Cipher, Keys, Secret, Version};
 
 /// The upper-layer protocol's name, as `setsockopt` takes it.
 const ULP: &[u8] = b"tls";
@@ -23,7 +23,7 @@ pub fn try_cipher(cipher: Cipher) -> io::Result<()> {
     let client = TcpStream::connect(listener.local_addr()?)?;
     let _server = listener.accept()?;
     let zeros = || Secret {
-        key: Zeroizing::new(vec![0; cipher.key_len()]),
+        key: Zeroizing::new(vec![0; key_len(cipher)]),
         iv: Zeroizing::new([0; 12]),
         seq: 0,
     };
@@ -34,6 +34,22 @@ pub fn try_cipher(cipher: Cipher) -> io::Result<()> {
         rx: zeros(),
     };
     install(client.as_fd(), &keys)
+}
+
+fn key_len(cipher: Cipher) -> usize {
+    match cipher {
+        Cipher::Aes128Gcm => 16,
+        Cipher::Aes256Gcm | Cipher::Chacha20Poly1305 => 32,
+    }
+}
+
+/// The 4-byte salt and 8-byte nonce the kernel's AES-GCM info splits the IV into.
+fn split_iv(iv: &[u8; 12]) -> ([u8; 4], [u8; 8]) {
+    let mut salt = [0; 4];
+    let mut nonce = [0; 8];
+    salt.copy_from_slice(&iv[..4]);
+    nonce.copy_from_slice(&iv[4..]);
+    (salt, nonce)
 }
 
 pub fn install(fd: BorrowedFd<'_>, keys: &Keys) -> io::Result<()> {
@@ -203,5 +219,16 @@ pub fn send_record(fd: BorrowedFd<'_>, kind: u8, data: &[u8]) -> io::Result<()> 
         n if n < 0 => Err(io::Error::last_os_error()),
         n if n as usize == data.len() => Ok(()),
         _ => Err(io::ErrorKind::WriteZero.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_iv_splits_into_the_salt_and_the_explicit_nonce() {
+        let iv: [u8; 12] = std::array::from_fn(|i| i as u8);
+        assert_eq!(split_iv(&iv), ([0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11]));
     }
 }

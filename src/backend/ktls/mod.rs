@@ -44,13 +44,6 @@ impl Cipher {
         Cipher::Chacha20Poly1305,
     ];
 
-    fn key_len(self) -> usize {
-        match self {
-            Cipher::Aes128Gcm => 16,
-            Cipher::Aes256Gcm | Cipher::Chacha20Poly1305 => 32,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Cipher::Aes128Gcm => "AES-128-GCM",
@@ -183,15 +176,6 @@ pub fn close_notify(fd: BorrowedFd<'_>) -> io::Result<()> {
     sys::send_record(fd, ALERT, &[1, 0])
 }
 
-/// The 4-byte salt and 8-byte nonce the kernel's AES-GCM info splits the IV into.
-fn split_iv(iv: &[u8; 12]) -> ([u8; 4], [u8; 8]) {
-    let mut salt = [0; 4];
-    let mut nonce = [0; 8];
-    salt.copy_from_slice(&iv[..4]);
-    nonce.copy_from_slice(&iv[4..]);
-    (salt, nonce)
-}
-
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 mod sys;
@@ -226,12 +210,6 @@ mod sys {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_iv_splits_into_the_salt_and_the_explicit_nonce() {
-        let iv: [u8; 12] = std::array::from_fn(|i| i as u8);
-        assert_eq!(split_iv(&iv), ([0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11]));
-    }
 
     #[test]
     fn ciphers_are_a_set() {
