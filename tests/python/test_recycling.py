@@ -145,13 +145,16 @@ def test_max_rss_recycles_a_leaking_worker_and_not_a_burst():
             assert get(server.address, "/spike?mb=300&s=0.5") == (200, str(first))
             time.sleep(1.3)
         assert "recycling it" not in server.output, server.output
+        # From the ask, not the reply: the memory grows while the view runs,
+        # and on a loaded machine its reply came after the first sample over.
+        asked_at = time.monotonic()
         assert get(server.address, "/grow?mb=300") == (200, str(first))
-        grown_at = time.monotonic()
         server.wait_for(RECYCLING.format(pid=first, why=r"resident memory \d+ MiB over --workers-max-rss twice in a row"), 5)
-        recycled_after = time.monotonic() - grown_at
+        recycled_after = time.monotonic() - asked_at
         server.wait_for(rf"\(pid {first}\) drained: exit status 0", 15)
         new_pid_serving(server, [first])
     finally:
         stop_cleanly(server)
-    # Two samples a second apart: between 1 and 3 seconds after the growth.
-    assert 0.9 < recycled_after < 3.5, (recycled_after, server.output)
+    # Two samples a second apart: between 1 and 3 seconds after the growth
+    # began (its writing, and the reply, take a while on a loaded machine).
+    assert 0.9 < recycled_after < 4.0, (recycled_after, server.output)
