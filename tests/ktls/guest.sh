@@ -18,9 +18,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 port=8443
 fails=0
+passes=0
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
+ok() { echo "ok: $*"; passes=$((passes + 1)); }
 
 modprobe tls
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
@@ -143,5 +144,5 @@ for backend in uring portable; do
     arm "$backend" auto
 done
 arm uring off
-echo "ktls guest: $fails failed"
+echo "ktls guest: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
