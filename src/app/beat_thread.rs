@@ -7,6 +7,7 @@
 
 use std::io;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -41,5 +42,29 @@ impl BeatThread {
     pub fn stop(self) {
         drop(self.stop);
         let _ = self.thread.join();
+    }
+}
+
+/// Where an application interface keeps its [`BeatThread`]: started once
+/// the worker is watched, stopped at shutdown.
+#[derive(Default)]
+pub struct BeatSlot(Mutex<Option<BeatThread>>);
+
+impl BeatSlot {
+    /// Start the thread (see [`BeatThread::start`]); a failure is logged
+    /// and leaves the worker unstamped from this side.
+    pub fn start(&self, period: Duration, each: impl FnMut(Python<'_>) + Send + 'static) {
+        match BeatThread::start(period, each) {
+            Ok(thread) => *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
+            Err(e) => tracing::warn!("starting the heartbeat's Python thread: {e}"),
+        }
+    }
+
+    /// Stop the thread, if one was started (see [`BeatThread::stop`]).
+    pub fn stop(&self) {
+        let thread = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(thread) = thread {
+            thread.stop();
+        }
     }
 }

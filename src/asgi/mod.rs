@@ -42,7 +42,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::app::beat_thread::BeatThread;
+use crate::app::beat_thread::BeatSlot;
 use crate::app::spec::{EventLoop, Lifespan};
 use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, RequestKind, ResponseEvent};
@@ -365,7 +365,7 @@ pub struct AsgiApp {
     /// The Python `Runner` (m0serve._asgi), once started.
     runner: Mutex<Option<Py<PyAny>>>,
     /// Queues the heartbeat's stamp on the loop (`--worker-timeout`).
-    beat: Mutex<Option<BeatThread>>,
+    beat: BeatSlot,
 }
 
 impl AsgiApp {
@@ -390,7 +390,7 @@ impl AsgiApp {
             next_id: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             runner: Mutex::new(None),
-            beat: Mutex::new(None),
+            beat: BeatSlot::default(),
         }))
     }
 
@@ -431,14 +431,7 @@ impl AsgiApp {
     /// join its thread. Later requests are aborted.
     pub fn stop(&self, py: Python<'_>, left: Duration, timeout: Duration) {
         self.stopped.store(true, Ordering::SeqCst);
-        let beat = self
-            .beat
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(beat) = beat {
-            py.detach(|| beat.stop());
-        }
+        py.detach(|| self.beat.stop());
         let runner = self
             .runner
             .lock()
@@ -530,10 +523,7 @@ impl App for AsgiApp {
             Err(e) => return tracing::warn!("the heartbeat's loop callback: {e}"),
         };
         let each = move |py: Python<'_>| beat::LoopBeat::queue(stamp.bind(py), event_loop.bind(py));
-        match BeatThread::start(period, each) {
-            Ok(thread) => *self.beat.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
-            Err(e) => tracing::warn!("starting the heartbeat's thread: {e}"),
-        }
+        self.beat.start(period, each);
     }
 
     /// Requests waiting for the loop, and the tasks running on it.

@@ -29,7 +29,7 @@ use m0serve_pool::{Job, Pool, PoolWaker};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
-use crate::app::beat_thread::BeatThread;
+use crate::app::beat_thread::BeatSlot;
 use crate::app::waiters::Waiters;
 use crate::app::wakes;
 use crate::app::{App, AppRequest, Conduit, Refused, ResponseEvent};
@@ -70,7 +70,7 @@ pub struct WsgiApp {
     /// `None` otherwise (a wake per job).
     wake: Option<Arc<dyn wakes::Wake>>,
     /// Stamps the heartbeat with the GIL held (`--worker-timeout`).
-    beat: Mutex<Option<BeatThread>>,
+    beat: BeatSlot,
     /// The threads logging where a timed-out call is stuck, joined at
     /// shutdown (none may attach once the interpreter finalizes).
     reporters: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -118,21 +118,14 @@ impl WsgiApp {
             pool: RwLock::new(pool),
             waiters,
             wake,
-            beat: Mutex::new(None),
+            beat: BeatSlot::default(),
             reporters: Mutex::new(Vec::new()),
         }))
     }
 
     /// Stop the pool once the server has drained (call without the GIL).
     pub fn shutdown(&self) {
-        let beat = self
-            .beat
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(beat) = beat {
-            beat.stop();
-        }
+        self.beat.stop();
         let reporters = std::mem::take(
             &mut *self
                 .reporters
@@ -290,10 +283,7 @@ impl App for WsgiApp {
         let Some(beat) = heartbeat.claim() else {
             return;
         };
-        match BeatThread::start(beat.period(), move |_py| beat.stamp()) {
-            Ok(thread) => *self.beat.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread),
-            Err(e) => tracing::warn!("starting the heartbeat's Python thread: {e}"),
-        }
+        self.beat.start(beat.period(), move |_py| beat.stamp());
     }
 
     /// The pool's queue and its GIL turn's figures (none in the loop-only shape).
