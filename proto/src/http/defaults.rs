@@ -53,6 +53,12 @@ impl Defaults {
     /// case-insensitively) already carries. A field of `set` that is not safe
     /// to write was dropped, so it stands in for nothing.
     pub(crate) fn write(&self, set: &[(&str, &[u8])], out: &mut Vec<u8>) {
+        self.each(set, |name, value| push_field(out, name.as_bytes(), value));
+    }
+
+    /// Each field [`Defaults::write`] would append, as a name and a value,
+    /// for a protocol that encodes them its own way (HTTP/2).
+    pub fn each(&self, set: &[(&str, &[u8])], mut f: impl FnMut(&str, &[u8])) {
         let has = |name: &str| {
             set.iter()
                 .any(|&(n, v)| n.eq_ignore_ascii_case(name) && field_is_safe(n, v))
@@ -61,11 +67,11 @@ impl Defaults {
         for (name, value) in &self.fields {
             server &= !name.eq_ignore_ascii_case("server");
             if !has(name) {
-                push_field(out, name.as_bytes(), value);
+                f(name, value);
             }
         }
         if server {
-            push_field(out, b"Server", SERVER);
+            f("Server", SERVER);
         }
     }
 }

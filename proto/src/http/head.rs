@@ -39,6 +39,8 @@ pub const MAX_HEADERS: usize = 100;
 pub enum Version {
     Http10,
     Http11,
+    /// A request on an HTTP/2 stream ([`crate::h2`]).
+    Http2,
 }
 
 /// How the request's body is framed.
@@ -361,7 +363,7 @@ fn validate(
         headers,
         body,
         keep_alive: match version {
-            Version::Http11 => !close,
+            Version::Http11 | Version::Http2 => !close,
             Version::Http10 => keep_alive && !close,
         },
         // A 1.0 client cannot understand a 100 (RFC 9110 §10.1.1).

@@ -97,7 +97,7 @@ pub(crate) fn push_int(out: &mut Vec<u8>, mut n: u64, radix: u64) {
 /// without control characters but HTAB (RFC 9110 §5.5). CR, LF or NUL would
 /// split or end the head (response splitting); the others make strict
 /// clients refuse the whole response.
-pub(crate) fn field_is_safe(name: &str, value: &[u8]) -> bool {
+pub fn field_is_safe(name: &str, value: &[u8]) -> bool {
     !name.is_empty()
         && name.bytes().all(is_tchar)
         && !value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7F)
