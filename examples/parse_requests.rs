@@ -148,6 +148,7 @@ impl Request {
             match self.version {
                 Version::Http10 => "1.0",
                 Version::Http11 => "1.1",
+                Version::Http2 => "2",
             },
             headers.join(","),
             b64(&self.body),

@@ -43,6 +43,7 @@ pub mod asgi;
 pub mod backend;
 pub mod cli;
 pub mod ipc;
+pub use m0serve_proto::h2;
 pub use m0serve_proto::http;
 pub mod metrics;
 #[cfg(feature = "python")]

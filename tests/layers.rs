@@ -29,6 +29,7 @@ const LAYERS: &[(&str, i32)] = &[
     ("tuning", 0),  // the M0_* knobs, read once
     ("http", -1),   // the sans-IO protocols (m0serve-proto, re-exported)
     ("ws", -1),
+    ("h2", -1),
 ];
 
 /// The layers where Python may be named: the interfaces and their entry,

@@ -210,6 +210,7 @@ pub(super) fn build<'py>(
     let version = match head.version {
         Version::Http10 => intern!(py, "1.0"),
         Version::Http11 => intern!(py, "1.1"),
+        Version::Http2 => intern!(py, "2"),
     };
     scope.set_item(intern!(py, "http_version"), version)?;
     match &request.kind {

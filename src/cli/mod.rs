@@ -13,7 +13,7 @@
 //!
 //! Flags are grouped by concern, one clap `Args` struct per file, flattened
 //! into [`Args`]: [`server`] (the process), [`http`] (protocol limits and
-//! timeouts), [`routes`] (Rust-native routes), [`app`] (the Python application),
+//! timeouts), [`http2`] (which HTTP, and HTTP/2's limits), [`routes`] (Rust-native routes), [`app`] (the Python application),
 //! [`workers`] (the supervisor and its worker processes), [`proxy`] (running
 //! behind a proxy), [`tls`] (certificates and client authentication).
 
@@ -22,6 +22,7 @@ mod bind;
 mod config_file;
 mod files;
 mod http;
+mod http2;
 mod log_bridge;
 mod log_json;
 mod log_prefix;
@@ -65,6 +66,8 @@ struct Args {
     routes: routes::RouteArgs,
     #[command(flatten)]
     http: http::HttpArgs,
+    #[command(flatten)]
+    http2: http2::Http2Args,
     #[command(flatten)]
     proxy: proxy::ProxyArgs,
     #[command(flatten)]
@@ -250,6 +253,7 @@ fn parse_as(
         server,
         routes,
         http,
+        http2: versions,
         proxy,
         tls,
         app,
@@ -296,6 +300,8 @@ fn parse_as(
         request_timeout: http.request_timeout,
         proxy,
         tls,
+        http: versions.http,
+        http2: versions.settings(),
     };
     Ok(Invocation {
         options: Options::new(config, tuning),

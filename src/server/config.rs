@@ -67,6 +67,33 @@ pub struct Config {
     pub proxy: ProxyConfig,
     /// Serve TLS with these certificates (None: plain HTTP).
     pub tls: Option<crate::tls::Settings>,
+    /// Which HTTP versions connections may speak (`--http`).
+    pub http: HttpVersion,
+    /// HTTP/2's limits (`--http2-*`).
+    pub http2: crate::h2::Settings,
+}
+
+/// Which HTTP versions are served (`--http auto|1|2`, Granian's flag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/2 by ALPN `h2` over TLS, or by its preface in clear text;
+    /// otherwise HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only: ALPN offers `http/1.1`; a preface gets HTTP/1.1's 505.
+    One,
+    /// HTTP/2 only: ALPN offers `h2`; anything else gets a GOAWAY.
+    Two,
+}
+
+impl HttpVersion {
+    pub fn h1(self) -> bool {
+        self != HttpVersion::Two
+    }
+
+    pub fn h2(self) -> bool {
+        self != HttpVersion::One
+    }
 }
 
 impl Default for Config {
@@ -101,6 +128,11 @@ impl Default for Config {
             request_timeout: None,
             proxy: ProxyConfig::default(),
             tls: None,
+            http: HttpVersion::Auto,
+            http2: crate::h2::Settings {
+                max_header_list_size: Limits::default().max_head as u32,
+                ..crate::h2::Settings::default()
+            },
         }
     }
 }

@@ -41,7 +41,7 @@ use crate::backend::share::Board;
 use crate::backend::{self, Control, CoreContext, Kind, Service};
 use crate::tls::{TlsService, TlsShared};
 use crate::tuning::Tuning;
-pub use config::Config;
+pub use config::{Config, HttpVersion};
 
 /// Where to listen: one listener (a server has one or more).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,7 +182,14 @@ pub fn run(options: Options) -> io::Result<i32> {
         .enumerate()
         .map(|(i, l)| Arc::new(server_addr(&l.addr, config.listen.get(i))))
         .collect();
-    let tls = config.tls.take().map(|settings| {
+    let tls = config.tls.take().map(|mut settings| {
+        settings.offer(match config.http {
+            config::HttpVersion::Auto => {
+                &[crate::tls::config::ALPN_H2, crate::tls::config::ALPN_HTTP11]
+            }
+            config::HttpVersion::One => &[crate::tls::config::ALPN_HTTP11],
+            config::HttpVersion::Two => &[crate::tls::config::ALPN_H2],
+        });
         Arc::new(TlsShared {
             kernel: crate::tls::kernel::choose(settings.kernel),
             settings,

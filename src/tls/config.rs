@@ -19,8 +19,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-/// The only application protocol offered (RFC 7301): HTTP/2 is not served.
+/// The application protocols (RFC 7301) served: HTTP/1.1 and HTTP/2.
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
+pub const ALPN_H2: &[u8] = b"h2";
 
 /// Whether and how clients present certificates (`--ssl-cert-reqs`,
 /// Python's `ssl.CERT_*` names in lowercase).
@@ -83,6 +84,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Offer these application protocols, the first preferred (HTTP/1.1
+    /// alone until told).
+    pub fn offer(&mut self, protocols: &[&[u8]]) {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        self.config = Arc::new(config);
+    }
+
     /// Seal session tickets with the keys every worker derives from `seed`
     /// (the supervisor's), instead of keys of this process's own.
     pub fn share_tickets(&mut self, seed: &super::tickets::Seed) {

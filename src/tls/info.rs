@@ -20,6 +20,8 @@ pub struct TlsInfo {
     pub client_chain: Vec<String>,
     /// The client certificate's subject, as an RFC 4514 string.
     pub client_name: Option<String>,
+    /// The application protocol ALPN agreed (None: the client offered none).
+    pub alpn: Option<Vec<u8>>,
 }
 
 impl TlsInfo {
@@ -35,6 +37,7 @@ impl TlsInfo {
             server_cert: server_cert.clone(),
             client_chain: chain.iter().map(|c| pem("CERTIFICATE", c)).collect(),
             client_name: chain.first().and_then(|c| subject_rfc4514(c)),
+            alpn: conn.alpn_protocol().map(<[u8]>::to_vec),
         }
     }
 }

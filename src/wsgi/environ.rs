@@ -198,6 +198,7 @@ pub(super) fn build<'py>(
     let protocol = match head.version {
         Version::Http10 => intern!(py, "HTTP/1.0"),
         Version::Http11 => intern!(py, "HTTP/1.1"),
+        Version::Http2 => intern!(py, "HTTP/2"),
     };
     environ.set_item(intern!(py, "SERVER_PROTOCOL"), protocol)?;
     match &request.peer {

@@ -155,8 +155,9 @@ def test_asgi_tls_extension(serve, pki):
     assert tls["client_cert_error"] is None
 
 
-def test_curl_over_https(serve, pki, tmp_path):
-    server = start(serve, "wsgi", pki)
+@pytest.mark.parametrize("http, version, alpn", [("auto", "2", "h2"), ("1", "1.1", "http/1.1")])
+def test_curl_over_https(serve, pki, tmp_path, http, version, alpn):
+    server = start(serve, "wsgi", pki, f"--http={http}")
     upload = tmp_path / "upload.bin"
     upload.write_bytes(b"x" * 1_000_000)
     done = subprocess.run(
@@ -165,9 +166,9 @@ def test_curl_over_https(serve, pki, tmp_path):
         capture_output=True, text=True, timeout=20)
     assert done.returncode == 0, done.stderr
     body, status = done.stdout.rsplit("\n", 1)
-    assert status == "200 1.1"
+    assert status == f"200 {version}"
     assert json.loads(body)["length"] == 1_000_000
-    assert "ALPN: server accepted http/1.1" in done.stderr or "ALPN, server accepted to use http/1.1" in done.stderr
+    assert f"ALPN: server accepted {alpn}" in done.stderr or f"ALPN, server accepted to use {alpn}" in done.stderr
 
 
 def s_client(server, *args: str, request: bytes = b"") -> subprocess.CompletedProcess:
@@ -182,13 +183,22 @@ def test_openssl_s_client_versions_and_alpn(serve, pki):
     server = start(serve, "wsgi", pki)
     ask = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     for version, name in (("-tls1_2", b"TLSv1.2"), ("-tls1_3", b"TLSv1.3")):
-        done = s_client(server, version, "-alpn", "h2,http/1.1", "-CAfile", str(pki.ca_pem), request=ask)
+        done = s_client(server, version, "-alpn", "http/1.1", "-CAfile", str(pki.ca_pem), request=ask)
         out = done.stdout
         assert b"Protocol  : " + name in out or b"New, " + name in out, out.decode(errors="replace")
         assert b"ALPN protocol: http/1.1" in out
         assert b"Verify return code: 0 (ok)" in out
         assert b"HTTP/1.1 200 OK" in out
-    # HTTP/2 alone is not served: the handshake fails (RFC 7301: no_application_protocol).
+    # Both offered: HTTP/2 is the server's choice.
+    done = s_client(server, "-alpn", "h2,http/1.1")
+    assert b"ALPN protocol: h2" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command")
+def test_http_1_refuses_a_client_that_offers_only_h2(serve, pki):
+    server = start(serve, "wsgi", pki, "--http=1")
+    ask = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    # RFC 7301 §3.2: no protocol in common fails the handshake (no_application_protocol).
     done = s_client(server, "-alpn", "h2", request=ask)
     assert b"HTTP/1.1 200" not in done.stdout
     assert b"no application protocol" in done.stderr or done.returncode != 0

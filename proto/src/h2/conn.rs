@@ -134,6 +134,8 @@ pub struct H2Conn {
     ended: Option<Ended>,
     /// Streams opened so far (for the caller's budget and logs).
     opened: u64,
+    /// Answer bytes stay queued here (the caller's output is full).
+    paused: bool,
 }
 
 impl H2Conn {
@@ -160,6 +162,7 @@ impl H2Conn {
             ping_out: false,
             ended: None,
             opened: 0,
+            paused: false,
         }
     }
 
@@ -209,10 +212,14 @@ impl H2Conn {
     }
 
     /// Read stream `id`'s body (true) or leave it to the window (false).
-    pub fn want_body(&mut self, id: u32, want: bool) {
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.wants_body = want;
-        }
+    /// True if it was not wanted and now is (a [`H2Conn::drive`] reads it).
+    pub fn want_body(&mut self, id: u32, want: bool) -> bool {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return false;
+        };
+        let newly = want && !s.wants_body && s.body.is_some();
+        s.wants_body = want;
+        newly
     }
 
     /// Answer stream `id` with a head; `end`: no body follows.
@@ -253,6 +260,13 @@ impl H2Conn {
                 s.queue.push_back(data);
             }
         }
+    }
+
+    /// Hold answer bytes here (true) while the caller's output is full, so a
+    /// client that advertises huge windows and reads nothing is held to the
+    /// caller's bound, not h2's.
+    pub fn pause_sends(&mut self, paused: bool) {
+        self.paused = paused;
     }
 
     /// Bytes of stream `id`'s answer queued here, not yet handed to h2.
@@ -467,7 +481,7 @@ impl H2Conn {
                     }
                 }
             }
-            if let Some(mut send) = s.send.take() {
+            if let Some(mut send) = s.send.take_if(|_| !self.paused) {
                 let (pushed, ended) = push_queue(&mut send, s, cx);
                 moved |= pushed;
                 if !ended {

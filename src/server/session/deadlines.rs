@@ -119,6 +119,7 @@ impl HttpSession {
                     call.hang_up();
                 }
             }
+            Mode::Http2(h2) => h2.tell_streams(),
         }
     }
 

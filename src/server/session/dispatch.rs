@@ -55,6 +55,27 @@ impl HttpSession {
         upgrade: Option<Upgrade>,
         out: &mut Vec<u8>,
     ) {
+        let events = std::mem::take(&mut self.events);
+        let call = self.new_call(app, head, upgrade, events);
+        if call.buffered || call.app.inline() {
+            // The core reads the whole body before the app runs: a client
+            // waiting for `100 Continue` would wait for ever.
+            self.conn.write_continue(out);
+        }
+        self.app = Some(call);
+        self.app_progress(out);
+    }
+
+    /// The call that hands `head` to `app`, not yet made; `events`: the
+    /// vector its conduit lends the answer's events in. Whatever the
+    /// protocol, the call is the same: this is the one place it is made.
+    pub(super) fn new_call(
+        &self,
+        app: Arc<dyn App>,
+        head: RequestHead,
+        upgrade: Option<Upgrade>,
+        events: Vec<crate::app::ResponseEvent>,
+    ) -> AppCall {
         let inline = app.inline();
         let buffer = match &self.shared.body_buffer {
             Some(config) if app.blocking_reads() && upgrade.is_none() => {
@@ -64,13 +85,7 @@ impl HttpSession {
         };
         let whole_body = inline || buffer.is_some();
         let expect_continue = head.expect_continue && !whole_body;
-        let conduit = Conduit::new(self.notifier.clone(), inline, expect_continue)
-            .lending(std::mem::take(&mut self.events));
-        if whole_body {
-            // The core reads the whole body before the app runs: a client
-            // waiting for `100 Continue` would wait for ever.
-            self.conn.write_continue(out);
-        }
+        let conduit = Conduit::new(self.notifier.clone(), inline, expect_continue).lending(events);
         let (peer, mut forwarded) = self.shared.proxy.forwarded(&self.peer, &head);
         if self.tls.is_some() {
             forwarded.secure.get_or_insert(true);
@@ -89,7 +104,7 @@ impl HttpSession {
                 },
             },
         };
-        self.app = Some(AppCall {
+        AppCall {
             app,
             conduit: Arc::new(conduit),
             head,
@@ -105,8 +120,7 @@ impl HttpSession {
             logged_headers: Fields::default(),
             upgrade,
             called_at: None,
-        });
-        self.app_progress(out);
+        }
     }
 
     /// The request's body is complete (an inline app runs now).
@@ -254,6 +268,12 @@ impl HttpSession {
 
     /// Keep `call`'s line until its last byte, the end of `out`, is sent.
     fn log_app(&mut self, call: &mut AppCall, out: &[u8]) {
+        let at = self.output.queued() + out.len() as u64;
+        self.log_call(call, at);
+    }
+
+    /// Keep `call`'s line until output position `at` is sent.
+    pub(super) fn log_call(&mut self, call: &mut AppCall, at: u64) {
         if let Some(format) = self.shared.access_log.as_deref() {
             let answer = access_log::Answered {
                 head: Arc::clone(&call.head),
@@ -263,14 +283,8 @@ impl HttpSession {
                 started: call.started,
                 peer: Some(call.peer.clone()),
             };
-            let queued = self.output.queued() + out.len() as u64;
-            self.log.push(
-                queued,
-                answer,
-                std::time::Instant::now(),
-                &self.peer,
-                format,
-            );
+            self.log
+                .push(at, answer, std::time::Instant::now(), &self.peer, format);
         }
     }
 }

@@ -90,6 +90,7 @@ impl HttpSession {
             Mode::Http1 => self.rearm(now),
             // Accepted while serving the head: the rest is WebSocket input.
             Mode::WebSocket(_) => self.ws_pump(now),
+            Mode::Http2(_) => {}
         }
     }
 

@@ -57,6 +57,29 @@ impl Meter {
         self.heads.push_back((method_index(method), start));
     }
 
+    /// An HTTP/2 stream's request: its answer is counted by
+    /// [`Meter::answered`], or it is [`Meter::dropped`].
+    pub(super) fn started(&mut self) {
+        self.shard.request_started();
+    }
+
+    /// An HTTP/2 stream's answer was given whole; its last byte is at
+    /// output position `end`.
+    pub(super) fn answered(&mut self, method: &str, status: u16, start: Instant, end: u64) {
+        let answer = Answer {
+            method: method_index(method),
+            status,
+            start,
+            headed: true,
+        };
+        self.answered.push(end, answer);
+    }
+
+    /// An HTTP/2 stream ended unanswered (reset).
+    pub(super) fn dropped(&mut self) {
+        self.shard.request_dropped();
+    }
+
     /// Take the answers `conn` finished; their last byte is at most at
     /// output position `end` (what was sent plus what is queued).
     pub(super) fn answers(&mut self, conn: &mut ServerConn, queued: u64, now: Instant) {

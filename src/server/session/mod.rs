@@ -29,6 +29,7 @@ mod app_call;
 mod deadlines;
 mod dispatch;
 mod http1;
+mod http2;
 mod meter;
 #[cfg(test)]
 mod meter_tests;
@@ -111,6 +112,10 @@ pub struct Shared {
     pub drain_idle: Option<Duration>,
     /// How far into the drain streams are told to end (`--stream-drain-timeout`).
     pub stream_drain: Duration,
+    /// Which HTTP versions connections may speak.
+    pub http: super::config::HttpVersion,
+    /// HTTP/2's limits.
+    pub http2: crate::h2::Settings,
 }
 
 impl Shared {
@@ -144,6 +149,8 @@ impl Shared {
             proxy: config.proxy,
             drain_idle: tuning.drain_idle,
             stream_drain: config.stream_drain_timeout,
+            http: config.http,
+            http2: config.http2,
         }
     }
 
@@ -213,11 +220,24 @@ pub struct HttpSession {
     tls: Option<Arc<TlsInfo>>,
     /// Wakes this session from the application's threads.
     notifier: Notifier,
+    /// A clear-text connection's first bytes, while they may still be the
+    /// HTTP/2 preface (`--http auto`): nothing is parsed until they decide.
+    sniffing: bool,
+    sniffed: Vec<u8>,
 }
 
 impl Secured for HttpSession {
+    /// ALPN decides the protocol: `h2`, or no ALPN under `--http 2`, is HTTP/2.
     fn secured(&mut self, info: Arc<TlsInfo>) {
+        self.sniffing = false;
+        let h2 = match info.alpn.as_deref() {
+            Some(protocol) => protocol == crate::tls::config::ALPN_H2,
+            None => self.shared.http == super::HttpVersion::Two,
+        };
         self.tls = Some(info);
+        if h2 {
+            self.start_http2(&[], Instant::now());
+        }
     }
 
     fn awaits_preamble(&self) -> bool {
@@ -232,6 +252,7 @@ impl HttpSession {
         match self.mode {
             Mode::Http1 => self.http_pump(now),
             Mode::WebSocket(_) => self.ws_pump(now),
+            Mode::Http2(_) => self.h2_pump(now),
         }
     }
 
@@ -288,16 +309,25 @@ impl Session for HttpSession {
             meter.read(data.len());
         }
         match self.mode {
+            Mode::Http1 if self.sniffing => self.sniff_read(data, now),
             Mode::Http1 => self.http_read(data, now),
             Mode::WebSocket(_) => self.ws_read(data, now),
+            Mode::Http2(_) => self.h2_read(data, now),
         }
     }
 
     fn on_eof(&mut self, now: Instant) {
         self.eof = true;
+        if self.sniffing {
+            // Too short to be the preface: HTTP/1.1 judges what came.
+            self.sniffing = false;
+            let first = std::mem::take(&mut self.sniffed);
+            self.http_read(&first, now);
+        }
         match self.mode {
             Mode::Http1 => self.http_eof(now),
             Mode::WebSocket(_) => self.ws_eof(),
+            Mode::Http2(_) => self.h2_eof(now),
         }
     }
 
@@ -354,6 +384,7 @@ impl Session for HttpSession {
             && !self.output.full()
             && match &self.mode {
                 Mode::WebSocket(ws) => ws.takes_input(),
+                Mode::Http2(h2) => !h2.ended(),
                 Mode::Http1 => {
                     self.app.as_ref().is_none_or(AppCall::takes_input) && self.conn.wants_read()
                 }
@@ -368,6 +399,7 @@ impl Session for HttpSession {
         let finished = match &self.mode {
             Mode::WebSocket(ws) => ws.done(),
             Mode::Http1 => self.conn.must_close(),
+            Mode::Http2(h2) => h2.ended(),
         };
         self.closed || finished || (self.shutting && self.idle())
     }
@@ -377,11 +409,16 @@ impl Session for HttpSession {
             Some(StreamTell::At(at)) => Some(at),
             _ => None,
         };
+        let stall = match &self.mode {
+            Mode::Http2(h2) => h2.stall_deadline(self.shared.send_timeout),
+            _ => None,
+        };
         [
             self.deadline,
             self.send_deadline(),
             self.call_deadline(),
             tell,
+            stall,
         ]
         .into_iter()
         .flatten()
@@ -393,6 +430,17 @@ impl Session for HttpSession {
             self.tell_stream(now);
         } else if self.call_deadline().is_some_and(|d| d <= now) {
             self.call_timed_out(now);
+        } else if let Mode::Http2(h2) = &self.mode {
+            match h2.stall_deadline(self.shared.send_timeout) {
+                Some(d) if d <= now => self.h2_stalled(now),
+                _ if self.send_deadline().is_some_and(|d| d <= now) => {
+                    tracing::debug!("the client took no output for the send timeout: closing");
+                    self.meter_cause(Cause::SendTimeout);
+                    self.give_up_on_client();
+                }
+                _ if self.deadline.is_some_and(|d| d <= now) => self.h2_idle_timeout(now),
+                _ => {}
+            }
         } else if self.send_deadline().is_some_and(|d| d <= now) {
             tracing::debug!("the client took no output for the send timeout: closing");
             self.meter_cause(Cause::SendTimeout);
@@ -401,6 +449,7 @@ impl Session for HttpSession {
             match self.mode {
                 Mode::Http1 => self.read_timed_out(now),
                 Mode::WebSocket(_) => self.ws_deadline(now),
+                Mode::Http2(_) => self.h2_idle_timeout(now),
             }
         }
     }
@@ -409,12 +458,20 @@ impl Session for HttpSession {
     /// is still to come nor a kept-alive one a drain holds for its next (a
     /// drain answers those rather than close under them).
     fn idle(&self) -> bool {
+        if let Mode::Http2(h2) = &self.mode {
+            // In a drain, only once the GOAWAYs are exchanged (`done`).
+            return self.output.is_empty() && h2.idle() && !self.shutting;
+        }
         self.between_requests() && !self.conn.is_fresh() && self.held_by_drain.is_none()
     }
 
     fn on_shutdown(&mut self) {
         self.shutting = true;
         let now = Instant::now();
+        if let Mode::Http2(h2) = &mut self.mode {
+            h2.drain(now + FRESH_GRACE);
+            return self.h2_pump(now);
+        }
         if self.conn.is_fresh() {
             // Its request is on the way; one that is not closes soon.
             let grace = now + FRESH_GRACE;
@@ -443,6 +500,7 @@ impl Session for HttpSession {
         }
         match &self.mode {
             Mode::WebSocket(ws) => ws.linger(),
+            Mode::Http2(_) => Linger::IfUnread,
             Mode::Http1 if self.conn.peer_may_send() => Linger::Yes,
             Mode::Http1 => Linger::IfUnread,
         }

@@ -77,6 +77,10 @@ impl Service for HttpService {
             server: self.shared.servers[listener].clone(),
             tls: None,
             notifier,
+            // A TLS connection's protocol is ALPN's (`secured`), and a
+            // PROXY preamble comes before any preface.
+            sniffing: self.shared.http.h2() && !preamble,
+            sniffed: Vec::new(),
             shared: self.shared.clone(),
         }
     }

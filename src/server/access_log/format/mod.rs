@@ -240,6 +240,7 @@ fn protocol(version: Version) -> &'static str {
     match version {
         Version::Http10 => "HTTP/1.0",
         Version::Http11 => "HTTP/1.1",
+        Version::Http2 => "HTTP/2",
     }
 }
 

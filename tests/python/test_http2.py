@@ -1,0 +1,262 @@
+"""HTTP/2 end to end with real clients, on both backends: curl over TLS
+(ALPN h2) and in clear text (prior knowledge), httpx with http2=True, and
+the Python h2 library for raw frames (a rapid reset flood, a CONTINUATION
+flood, a client that offers HTTP/1.1 alone), with WSGI and ASGI apps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import ssl
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import httpx
+import pytest
+import trustme
+
+APPS = {
+    "wsgi": ("h2_app:wsgi",),
+    "asgi": ("h2_app:asgi", "--interface=asgi"),
+}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    root = tmp_path_factory.mktemp("h2pki")
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    paths = {}
+    for name, data in (("ca.pem", ca.cert_pem.bytes()),
+                       ("cert.pem", b"".join(b.bytes() for b in cert.cert_chain_pems)),
+                       ("key.pem", cert.private_key_pem.bytes())):
+        (root / name).write_bytes(data)
+        paths[name] = str(root / name)
+    return paths
+
+
+def tls_flags(pki):
+    return (f"--ssl-certfile={pki['cert.pem']}", f"--ssl-keyfile={pki['key.pem']}")
+
+
+def curl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", "-sS", *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_curl_h2c_prior_knowledge_and_http11_on_one_port(serve, kind):
+    server = serve(APPS[kind][0], *APPS[kind][1:])
+    done = curl("--http2-prior-knowledge", "-H", "Cookie: a=1", "-H", "Cookie: b=2", "--data-binary", "hello",
+                "-w", "\n%{http_version}", f"{server.url}/echo")
+    body, version = done.stdout.rsplit("\n", 1)
+    assert version == "2", done.stderr
+    facts = json.loads(body)
+    assert facts["version"] == ("HTTP/2" if kind == "wsgi" else "2")
+    assert facts["host"] == server.url.split("//")[1]
+    assert facts["cookie"] == "a=1; b=2"
+    assert facts["sha256"] == hashlib.sha256(b"hello").hexdigest()
+    # The same port still speaks HTTP/1.1 to a client that does.
+    done = curl("--http1.1", "-w", "\n%{http_version}", f"{server.url}/echo")
+    assert done.stdout.rsplit("\n", 1)[1] == "1.1"
+    assert json.loads(done.stdout.rsplit("\n", 1)[0])["version"] in ("HTTP/1.1", "1.1")
+
+
+def test_http_1_answers_a_preface_with_http11s_refusal(serve):
+    server = serve(APPS["wsgi"][0], "--http=1")
+    done = curl("--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", f"{server.url}/echo")
+    assert done.stdout != "200"
+
+
+def test_http_refuses_uvicorns_parser_names():
+    from helpers import run_m0serve
+    done = run_m0serve("--http=httptools", "x:app")
+    assert done.returncode == 2
+    assert "one HTTP/1.1 implementation" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_httpx_many_streams_on_one_connection_over_tls(serve, pki, kind):
+    server = serve(APPS[kind][0], *APPS[kind][1:], *tls_flags(pki))
+    with httpx.Client(http2=True, verify=pki["ca.pem"], timeout=20) as client:
+        start = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda _: client.get(f"{server.url}/slow"), range(16)))
+        took = time.monotonic() - start
+        assert {a.http_version for a in answers} == {"HTTP/2"}
+        assert {a.status_code for a in answers} == {200}
+        if kind == "asgi":
+            # Sixteen 0.3 s answers at once, not one after another.
+            assert took < 3, took
+        upload = b"u" * 3_000_000
+        r = client.post(f"{server.url}/echo", content=upload)
+        assert r.json()["sha256"] == hashlib.sha256(upload).hexdigest()
+        r = client.get(f"{server.url}/stream")
+        assert len(r.content) == 2_000_000
+        r = client.get(f"{server.url}/healthz")
+        assert r.status_code == 200 and r.http_version == "HTTP/2"
+        r = client.get(f"{server.url}/nothing-here") if kind == "wsgi" else client.get(f"{server.url}/echo")
+        assert r.http_version == "HTTP/2"
+
+
+def test_connection_specific_fields_of_an_app_are_dropped(serve):
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:])
+    done = curl("--http2-prior-knowledge", "-D", "-", "-o", "/dev/null", f"{server.url}/hop")
+    head = done.stdout.lower()
+    assert head.startswith("http/2 200"), done.stdout
+    assert "x-kept: yes" in head
+    for gone in ("connection:", "keep-alive:", "upgrade:"):
+        assert gone not in head
+
+
+def raw_connection(server):
+    host, port = server.address
+    sock = socket.create_connection((host, port), timeout=10)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    sock.sendall(conn.data_to_send())
+    return sock, conn
+
+
+def read_until_closed(sock, conn, limit=10.0):
+    """The events until the server closes; the GOAWAY's code, if any."""
+    code = None
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not data:
+            break
+        try:
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.ConnectionTerminated):
+                    code = event.error_code
+        except h2.exceptions.ProtocolError:
+            break
+    return code
+
+
+def request_headers(server, path="/healthz"):
+    return [(":method", "GET"), (":path", path), (":scheme", "http"), (":authority", "localhost")]
+
+
+def bystander_ok(server):
+    done = curl("--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", f"{server.url}/healthz")
+    return done.stdout == "200"
+
+
+def test_rapid_reset_ends_the_connection_with_enhance_your_calm(serve):
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:])
+    sock, conn = raw_connection(server)
+    for i in range(500):
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, request_headers(server, "/slow"), end_stream=True)
+        conn.reset_stream(sid)
+    sock.sendall(conn.data_to_send())
+    code = read_until_closed(sock, conn)
+    assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    assert bystander_ok(server)
+    time.sleep(0.2)
+    assert "HTTP/2 connection ended" in server.output
+
+
+def test_a_continuation_flood_is_cut_while_it_accumulates(serve):
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], "--http2-max-headers-size=16K")
+    sock, conn = raw_connection(server)
+    sock.sendall(conn.data_to_send())
+    # HEADERS without END_HEADERS, then CONTINUATION frames of a growing literal.
+    header = bytes([0x82, 0x86, 0x84, 0x41, 0x01, ord("h"), 0x40, 0x01, ord("x"), 0x7F, 0x81, 0x80, 0x40])
+    frame = lambda kind, flags, sid, payload: len(payload).to_bytes(3, "big") + bytes([kind, flags]) + sid.to_bytes(4, "big") + payload
+    sock.sendall(frame(0x1, 0x0, 1, header))
+    sock.settimeout(0.05)
+    sent, closed = 0, False
+    while sent < 1024 and not closed:  # 1 MiB if nothing stops it
+        try:
+            sock.sendall(frame(0x9, 0x0, 1, b"a" * 1024))
+            sent += 1
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        try:
+            events = conn.receive_data(data) if data else []
+        except h2.exceptions.ProtocolError:
+            events = []
+        closed = not data or any(isinstance(e, h2.events.ConnectionTerminated) for e in events)
+    assert closed and sent <= 64, f"still reading one header block after {sent} KiB"
+    assert bystander_ok(server)
+
+
+def test_a_client_that_offers_only_http11_over_tls_gets_http11(serve, pki):
+    server = serve(APPS["wsgi"][0], *tls_flags(pki))
+    ctx = ssl.create_default_context(cafile=pki["ca.pem"])
+    ctx.set_alpn_protocols(["http/1.1"])
+    host, port = server.address
+    with socket.create_connection((host, port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+            assert tls.selected_alpn_protocol() == "http/1.1"
+            tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            assert tls.recv(100).startswith(b"HTTP/1.1 200")
+
+
+def test_an_idle_connection_gets_a_goaway_after_the_keep_alive_timeout(serve):
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], "--keep-alive-timeout=1")
+    sock, conn = raw_connection(server)
+    conn.send_headers(1, request_headers(server), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    start = time.monotonic()
+    code = read_until_closed(sock, conn, limit=5)
+    assert code == h2.errors.ErrorCodes.NO_ERROR
+    assert 0.8 < time.monotonic() - start < 4
+
+
+def frames(data: bytes):
+    """(type, flags, stream, payload) of each whole frame in `data`, and the rest."""
+    out = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        if len(data) < 9 + length:
+            break
+        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF, data[9:9 + length]))
+        data = data[9 + length:]
+    return out, data
+
+
+def test_a_drain_sends_two_goaways_and_lets_the_open_stream_finish(serve):
+    """RFC 9113 §6.8: GOAWAY with 2^31-1, a PING, then GOAWAY with the last
+    stream processed; the stream in flight is answered whole. Raw frames:
+    the Python h2 library takes the first GOAWAY as the connection's end."""
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:])
+    sock, conn = raw_connection(server)
+    conn.send_headers(1, request_headers(server, "/slow"), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    time.sleep(0.1)
+    server.proc.send_signal(15)
+    goaways, answered, ended = [], False, False
+    rest = b""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        data = sock.recv(65536)
+        if not data:
+            break
+        got, rest = frames(rest + data)
+        for kind, flags, stream, payload in got:
+            if kind == 0x7:
+                goaways.append(int.from_bytes(payload[:4], "big") & 0x7FFFFFFF)
+            elif kind == 0x6 and not flags & 0x1:
+                sock.sendall(len(payload).to_bytes(3, "big") + bytes([0x6, 0x1]) + bytes(4) + payload)
+            elif kind == 0x1 and stream == 1:
+                answered = True
+            if stream == 1 and kind in (0x0, 0x1) and flags & 0x1:
+                ended = True
+    assert goaways[:2] == [2**31 - 1, 1], goaways
+    assert answered and ended
