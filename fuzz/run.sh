@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 secs=${1:-60}
 shift $(($# > 0 ? 1 : 0))
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(head chunked conn_split proxy_split response_roundtrip ws_frames ws_handshake)
+[ ${#targets[@]} -eq 0 ] && targets=(head chunked conn_split proxy_split response_roundtrip ws_frames ws_handshake h2_frames)
 out=target/afl
 
 # Non-interactive, and indifferent to a machine it cannot tune: CI runs as root

@@ -10,6 +10,7 @@
 
 mod chunked;
 mod conn_split;
+mod h2_frames;
 mod head;
 mod proxy_split;
 mod response_roundtrip;
@@ -20,6 +21,7 @@ mod ws_handshake;
 
 pub use chunked::chunked;
 pub use conn_split::conn_split;
+pub use h2_frames::h2_frames;
 pub use head::head;
 pub use proxy_split::proxy_split;
 pub use response_roundtrip::response_roundtrip;
@@ -38,4 +40,5 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("response_roundtrip", response_roundtrip),
     ("ws_frames", ws_frames),
     ("ws_handshake", ws_handshake),
+    ("h2_frames", h2_frames),
 ];
