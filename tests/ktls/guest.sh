@@ -62,7 +62,7 @@ arm() {  # arm BACKEND KTLS
     tx0=$(stat TlsTxSw) rx0=$(stat TlsRxSw)
 
     # One keep-alive connection: the file, then a small answer.
-    out=$(curl -sS --cacert "$work/cert.pem" -w '%{http_code} %{num_connects}\n' \
+    out=$(curl -sS --http1.1 --cacert "$work/cert.pem" -w '%{http_code} %{num_connects}\n' \
         -o "$work/got.bin" "https://localhost:$port/static/big.bin" \
         -o "$work/hello.txt" "https://localhost:$port/hello")
     if [ "$(echo "$out" | tr '\n' ' ')" = "200 1 200 0 " ] && cmp -s "$work/got.bin" "$work/static/big.bin" \
@@ -77,7 +77,7 @@ arm() {  # arm BACKEND KTLS
         "--tls-max 1.2 --ciphers ECDHE-ECDSA-AES128-GCM-SHA256" "--tls-max 1.2 --ciphers ECDHE-ECDSA-CHACHA20-POLY1305"; do
         rm -f "$work/got.bin"
         # shellcheck disable=SC2086
-        out=$(curl -sS --cacert "$work/cert.pem" $opts -w '%{http_code}' -o "$work/got.bin" \
+        out=$(curl -sS --http1.1 --cacert "$work/cert.pem" $opts -w '%{http_code}' -o "$work/got.bin" \
             "https://localhost:$port/static/big.bin" 2>&1)
         if [ "$out" = 200 ] && cmp -s "$work/got.bin" "$work/static/big.bin"; then
             ok "$what: the file whole with $opts"
@@ -87,7 +87,7 @@ arm() {  # arm BACKEND KTLS
     done
 
     # An upload sent as the handshake ends: read whole.
-    out=$(curl -sS --cacert "$work/cert.pem" --data-binary @"$work/static/big.bin" \
+    out=$(curl -sS --http1.1 --cacert "$work/cert.pem" --data-binary @"$work/static/big.bin" \
         "https://localhost:$port/upload")
     if [ "$out" = 3000000 ]; then
         ok "$what: a 3 MB upload read whole"
