@@ -43,6 +43,10 @@ pub fn h2_frames(data: &[u8]) {
         // and a 5-byte body); and each frame read answered by at most one of
         // its size again (a PING's ACK, a WINDOW_UPDATE) plus 64 bytes.
         let bound = 256 + answers * 256 + data.len() * 2 + (data.len() / 9 + 1) * 64;
-        assert!(written <= bound, "wrote {written} for {} bytes in", data.len());
+        assert!(
+            written <= bound,
+            "wrote {written} for {} bytes in",
+            data.len()
+        );
     }
 }
