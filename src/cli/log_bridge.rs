@@ -55,10 +55,19 @@ pub(super) fn takes(target: &str) -> bool {
     BRIDGED.load(Ordering::Acquire) & bit(target) != 0
 }
 
-/// The layer that sends bridged events down the channel.
-pub(super) struct Bridge;
+/// The layer that sends bridged events down the channel. `hint` is the
+/// global filter's most verbose level (it sees nothing the filter drops):
+/// without it the subscriber's level hint is unknown, and every disabled
+/// `debug!` in a hot path (the h2 crate's) costs a filter call.
+pub(super) struct Bridge {
+    pub(super) hint: Option<tracing_subscriber::filter::LevelFilter>,
+}
 
 impl<S: Subscriber> tracing_subscriber::Layer<S> for Bridge {
+    fn max_level_hint(&self) -> Option<tracing_subscriber::filter::LevelFilter> {
+        self.hint
+    }
+
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let meta = event.metadata();
         if !takes(meta.target()) {

@@ -385,8 +385,12 @@ pub fn init_logging(level: tracing::Level, format: LogFormat, worker: Option<usi
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(level.as_str()));
-    // A logger Python's logging took over is written by its handlers.
-    let to_stderr = tracing_subscriber::filter::filter_fn(|meta| !log_bridge::takes(meta.target()));
+    // A logger Python's logging took over is written by its handlers. Each
+    // layer carries the filter's level hint, so the subscriber has one (see
+    // `log_bridge::Bridge`).
+    let hint = filter.max_level_hint();
+    let to_stderr = tracing_subscriber::filter::filter_fn(|meta| !log_bridge::takes(meta.target()))
+        .with_max_level_hint(hint.unwrap_or(tracing_subscriber::filter::LevelFilter::TRACE));
     let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let stderr = match format {
         LogFormat::Text => stderr
@@ -403,6 +407,6 @@ pub fn init_logging(level: tracing::Level, format: LogFormat, worker: Option<usi
     let _ = tracing_subscriber::registry()
         .with(filter)
         .with(stderr)
-        .with(log_bridge::Bridge)
+        .with(log_bridge::Bridge { hint })
         .try_init();
 }
