@@ -14,6 +14,9 @@ SPEC (JSON): {
   "cpus": {"server": "0", "client": "1"},  # optional taskset pinning
   "scheme": "https",                    # optional (default http): wrk speaks TLS to every arm
   "wrk_args": ["-H", "Connection: close"],  # optional: more wrk flags (here: a new connection per request)
+  "client": "h2load",                   # optional (default wrk): nghttp2's h2load, HTTP/2 (ALPN h2 over
+                                        # https, prior knowledge over http); "streams": 10 is its -m (default 1),
+                                        # "client_args" more of its flags; p50/p99/max from its per-request log
   "noise": 1,                           # optional: processes spinning a CPU each, unpinned, for the whole run
   "sched": true,                        # optional: columns for the server's CPU migrations and involuntary
                                         # context switches per 1,000 requests (/proc/PID/task/TID/sched)
@@ -91,6 +94,39 @@ def parse_wrk(text):
         "non_2xx": int((re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text) or [0, 0])[1]),
         "socket_errors": (re.search(r"Socket errors:.*", text) or [None])[0],
     }
+
+
+def parse_h2load(text, log):
+    """h2load's summary, and the percentiles of its per-request log
+    (--log-file: start, status, duration in µs a line)."""
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored", text)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    lat = sorted(int(line.split("\t")[2]) for line in open(log) if line.count("\t") == 2)
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] / 1000.0 if lat else None
+    return {
+        "rps": float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", text).group(1)),
+        "requests": int(done.group(1)),
+        "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": lat[-1] / 1000.0 if lat else None,
+        "non_2xx": int(codes.group(3)) + int(codes.group(4)) + int(done.group(3)) + int(done.group(4)),
+        "socket_errors": None,
+    }
+
+
+def load(spec, url, duration):
+    """Runs the spec's load generator against `url` for `duration` ("5s"),
+    pinned to the client CPUs; gives its parsed result."""
+    cpus = spec.get("cpus", {})
+    if spec.get("client", "wrk") == "h2load":
+        log = "/tmp/bench-%s-h2load.log" % spec["name"]
+        if os.path.exists(log):
+            os.unlink(log)  # h2load appends to it
+        cmd = ["h2load", "-t%d" % spec["threads"], "-c%d" % spec["connections"], "-m%d" % spec.get("streams", 1),
+               "-D", duration.rstrip("s"), "--log-file", log, *spec.get("client_args", []), url]
+        text = subprocess.run(taskset(cpus.get("client"), cmd), capture_output=True, text=True).stdout
+        return parse_h2load(text, log)
+    cmd = ["wrk", "-t%d" % spec["threads"], "-c%d" % spec["connections"], "-d" + duration,
+           "--latency", *spec.get("wrk_args", []), url]
+    return parse_wrk(subprocess.run(taskset(cpus.get("client"), cmd), capture_output=True, text=True).stdout)
 
 
 def session_processes(sid):
@@ -250,8 +286,8 @@ def run(spec, grouping):
     cpus = spec.get("cpus", {})
     scheme = spec.get("scheme", "http")
     extra = spec.get("wrk_args", [])
-    servers = start_servers(spec, lambda port: subprocess.run(
-        ["wrk", "-t1", "-c4", "-d1s", "%s://127.0.0.1:%d%s" % (scheme, port, spec["path"])], capture_output=True))
+    url = lambda port: "%s://127.0.0.1:%d%s" % (scheme, port, spec["path"])
+    servers = start_servers(spec, lambda port: load(dict(spec, connections=4, threads=1), url(port), "1s"))
     noise = spinners(spec.get("noise", 0))
     try:
         sessions = {port: proc.pid for proc, port in servers.values()}
@@ -260,11 +296,7 @@ def run(spec, grouping):
             sched_before = session_sched(sessions[port]) if spec.get("sched") else None
             before = session_cpu_seconds(sessions[port])
             client_before = children_cpu()
-            r = parse_wrk(subprocess.run(
-                taskset(cpus.get("client"), ["wrk", "--latency", "-t%d" % spec["threads"],
-                                             "-c%d" % spec["connections"], "-d" + spec["duration"], *extra,
-                                             "%s://127.0.0.1:%d%s" % (scheme, port, spec["path"])]),
-                capture_output=True, text=True).stdout)
+            r = load(spec, url(port), spec["duration"])
             # The server's CPU per request: what a result on a client-bound
             # machine still compares (clock ticks, so ~10 ms resolution a run).
             r["cpu_us"] = (session_cpu_seconds(sessions[port]) - before) * 1e6 / max(r["requests"], 1)
@@ -296,7 +328,7 @@ def run(spec, grouping):
         paired = [r["rps"] / baseline_by_round[r["round"]] for r in runs if r["arm"] == arm["name"]]
         summary[arm["name"]]["paired_ratio"] = statistics.median(paired)
     targets = spec.get("targets", {})
-    rows = ["| server | median req/s | ratio to %s | per-round ratio | target | CPU per request | wrk's CPU per request | p50 | p99 | max | non-2xx |%s"
+    rows = ["| server | median req/s | ratio to %s | per-round ratio | target | CPU per request | client's CPU per request | p50 | p99 | max | non-2xx |%s"
             % (spec["baseline"], " migrations per 1k requests | involuntary switches per 1k requests |" if sched else ""),
             "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|%s" % ("---:|---:|" if sched else "")]
     for arm in spec["arms"]:
@@ -307,11 +339,16 @@ def run(spec, grouping):
             arm.get("label", arm["name"]), format(round(s["rps"]), ","), s["ratio"], s["paired_ratio"], verdict,
             s["cpu_us"], s["client_cpu_us"], s["p50_ms"], s["p99_ms"], s["max_ms"], s["non_2xx"])
             + (" %.1f | %.1f |" % (s["migrations_per_k"], s["preempted_per_k"]) if sched else ""))
-    setup = "wrk -t%d -c%d -d%s%s, %s, %d alternating rounds per arm%s, %s, %s (%d CPUs, Linux %s)." % (
-        spec["threads"], spec["connections"], spec["duration"], "".join(" " + repr(a) for a in extra),
+    client = ("h2load -t%d -c%d -m%d -D %s%s" % (spec["threads"], spec["connections"], spec.get("streams", 1),
+                                                  spec["duration"], "".join(" " + repr(a) for a in spec.get("client_args", [])))
+              if spec.get("client") == "h2load" else
+              "wrk -t%d -c%d -d%s%s" % (spec["threads"], spec["connections"], spec["duration"],
+                                        "".join(" " + repr(a) for a in extra)))
+    setup = "%s, %s, %d alternating rounds per arm%s, %s, %s (%d CPUs, Linux %s)." % (
+        client,
         spec.get("scheme", "http"), spec["rounds"],
         ", %d process(es) spinning a CPU beside them" % spec["noise"] if spec.get("noise") else "",
-        "servers on CPUs %s, wrk on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
+        "servers on CPUs %s, the client on %s" % (cpus.get("server"), cpus.get("client")) if cpus else "no pinning",
         grouping, os.cpu_count(), platform.release())
     save_results(spec, runs, summary, setup, rows)
 
