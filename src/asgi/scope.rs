@@ -76,7 +76,7 @@ impl Constants {
         root_path: &str,
         version: super::AsgiVersion,
     ) -> PyResult<Constants> {
-        let base = |kind: &str, scheme: &str, extension: &str| -> PyResult<Templates> {
+        let base = |kind: &str, scheme: &str, advertised: &[&str]| -> PyResult<Templates> {
             let base = PyDict::new(py);
             base.set_item("type", kind)?;
             let asgi = PyDict::new(py);
@@ -86,7 +86,9 @@ impl Constants {
             base.set_item("scheme", scheme)?;
             base.set_item("root_path", root_path.trim_end_matches('/'))?;
             let extensions = PyDict::new(py);
-            extensions.set_item(extension, PyDict::new(py))?;
+            for extension in advertised {
+                extensions.set_item(extension, PyDict::new(py))?;
+            }
             base.set_item("extensions", extensions)?;
             Ok(Templates {
                 base: base.unbind(),
@@ -94,8 +96,12 @@ impl Constants {
             })
         };
         let templates = [
-            base("http", "http", "http.response.pathsend")?,
-            base("websocket", "ws", "websocket.http.response")?,
+            base(
+                "http",
+                "http",
+                &["http.response.pathsend", "http.response.trailers"],
+            )?,
+            base("websocket", "ws", &["websocket.http.response"])?,
         ];
         let common = COMMON_HEADERS
             .iter()

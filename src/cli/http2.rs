@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::values::parse_size;
+use super::values::{parse_positive_seconds, parse_size};
 use crate::h2::Settings;
 use crate::server::HttpVersion;
 
@@ -34,6 +34,17 @@ pub(super) struct Http2Args {
     /// Largest HTTP/2 frame payload the client may send (16K to 16M - 1).
     #[arg(long, env = "M0SERVE_HTTP2_MAX_FRAME_SIZE", value_name = "SIZE", default_value = "16K", value_parser = parse_frame_size)]
     http2_max_frame_size: u32,
+
+    /// Send an HTTP/2 connection a PING once it has been quiet this many
+    /// milliseconds (Granian's unit); off by default.
+    #[arg(long, env = "M0SERVE_HTTP2_KEEP_ALIVE_INTERVAL", value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    http2_keep_alive_interval: Option<u64>,
+
+    /// Close an HTTP/2 connection whose keep-alive PING is unanswered for this long.
+    #[arg(long, env = "M0SERVE_HTTP2_KEEP_ALIVE_TIMEOUT", value_name = "SECONDS", default_value = "20",
+          value_parser = parse_positive_seconds)]
+    http2_keep_alive_timeout: std::time::Duration,
 }
 
 impl Http2Args {
@@ -44,6 +55,10 @@ impl Http2Args {
             initial_stream_window: self.http2_initial_stream_window_size,
             initial_connection_window: self.http2_initial_connection_window_size,
             max_frame_size: self.http2_max_frame_size,
+            keep_alive_interval: self
+                .http2_keep_alive_interval
+                .map(std::time::Duration::from_millis),
+            keep_alive_timeout: self.http2_keep_alive_timeout,
             ..Settings::default()
         }
     }

@@ -58,10 +58,12 @@ pub enum Cause {
     Shutdown,
     /// A WebSocket's keepalive ping went unanswered.
     PingTimeout,
+    /// An HTTP/2 keep-alive PING went unanswered.
+    Http2PingTimeout,
 }
 
 /// Every cause, in label order.
-pub const CAUSES: [Cause; 10] = [
+pub const CAUSES: [Cause; 11] = [
     Cause::KeepAliveTimeout,
     Cause::HeaderTimeout,
     Cause::BodyTimeout,
@@ -72,6 +74,7 @@ pub const CAUSES: [Cause; 10] = [
     Cause::Reset,
     Cause::Shutdown,
     Cause::PingTimeout,
+    Cause::Http2PingTimeout,
 ];
 
 impl Cause {
@@ -82,6 +85,7 @@ impl Cause {
             Cause::BodyTimeout => "body_timeout",
             Cause::SendTimeout => "send_timeout",
             Cause::PingTimeout => "ws_ping_timeout",
+            Cause::Http2PingTimeout => "h2_ping_timeout",
             Cause::BadRequest => "bad_request",
             Cause::ClientClosed => "client_closed",
             Cause::ServerClosed => "server_closed",

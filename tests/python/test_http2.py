@@ -260,3 +260,87 @@ def test_a_drain_sends_two_goaways_and_lets_the_open_stream_finish(serve):
                 ended = True
     assert goaways[:2] == [2**31 - 1, 1], goaways
     assert answered and ended
+
+
+def read_stream(sock, conn, stream_id, limit=5.0):
+    """The response headers, body and trailers of one stream."""
+    headers, body, trailers = None, b"", None
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        data = sock.recv(65536)
+        if not data:
+            break
+        for event in conn.receive_data(data):
+            if isinstance(event, h2.events.ResponseReceived) and event.stream_id == stream_id:
+                headers = dict(event.headers)
+            elif isinstance(event, h2.events.DataReceived) and event.stream_id == stream_id:
+                body += event.data
+                conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
+            elif isinstance(event, h2.events.TrailersReceived) and event.stream_id == stream_id:
+                trailers = dict(event.headers)
+            elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream_id:
+                return headers, body, trailers
+        sock.sendall(conn.data_to_send())
+    raise AssertionError(f"stream {stream_id} did not end")
+
+
+def test_asgi_trailers_go_out_after_the_body_and_http11_drops_them(serve):
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:])
+    sock, conn = raw_connection(server)
+    conn.send_headers(1, request_headers(server, "/trailers") + [("te", "trailers")], end_stream=True)
+    sock.sendall(conn.data_to_send())
+    headers, body, trailers = read_stream(sock, conn, 1)
+    assert headers[":status"] == "200" and body == b"abc"
+    # Both trailers messages (more_trailers) in the one trailing HEADERS frame.
+    assert trailers == {"x-digest": "ba7816bf", "x-count": "3"}
+    # Trailers before the body is complete: refused to the app, nothing sent early.
+    conn.send_headers(3, request_headers(server, "/trailers-early"), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    _, body, trailers = read_stream(sock, conn, 3)
+    assert b"before the body was complete" in body and trailers == {"x-refused": "yes"}
+    # HTTP/1.1: the body is whole, the trailers dropped.
+    r = httpx.get(f"{server.url}/trailers")
+    assert r.status_code == 200 and r.content == b"abc" and "x-digest" not in r.headers
+
+
+def pings_until_closed(sock, conn, answer, limit):
+    """Reads for `limit` s, answering PINGs if `answer`: (PINGs seen, when
+    the server closed or None)."""
+    pings, start = 0, time.monotonic()
+    sock.settimeout(0.1)
+    while time.monotonic() - start < limit:
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            return pings, time.monotonic() - start
+        events = conn.receive_data(data)
+        pings += sum(isinstance(e, h2.events.PingReceived) for e in events)
+        if answer:
+            sock.sendall(conn.data_to_send())
+    return pings, None
+
+
+@pytest.mark.parametrize("interval", [None, 200])
+def test_keep_alive_pings_close_a_client_that_stops_answering(serve, interval):
+    flags = [f"--http2-keep-alive-interval={interval}"] if interval else []
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], "--keep-alive-timeout=30",
+                   "--http2-keep-alive-timeout=1", *flags)
+    # A client that answers is pinged every interval and kept.
+    sock, conn = raw_connection(server)
+    pings, closed = pings_until_closed(sock, conn, answer=True, limit=1.5)
+    assert closed is None
+    if interval is None:
+        assert pings == 0
+        # Negative arm: no PING, so a silent client is never found out.
+        sock2, conn2 = raw_connection(server)
+        assert pings_until_closed(sock2, conn2, answer=False, limit=2) == (0, None)
+        return
+    assert 3 <= pings <= 8, pings
+    # One that stops answering is closed a timeout after the PING.
+    sock2, conn2 = raw_connection(server)
+    pings, closed = pings_until_closed(sock2, conn2, answer=False, limit=4)
+    assert pings == 1 and closed is not None and 1.0 < closed < 2.5, (pings, closed)

@@ -52,6 +52,11 @@ pub struct Settings {
     /// rapid reset attack, CVE-2023-44487, and its "made you reset" kin).
     pub max_pending_reset_streams: usize,
     pub max_local_error_resets: usize,
+    /// Quiet for this long, the connection is sent a PING (None: never);
+    /// unanswered for `keep_alive_timeout`, it is closed. The session keeps
+    /// the clocks ([`H2Conn::ping`] sends).
+    pub keep_alive_interval: Option<std::time::Duration>,
+    pub keep_alive_timeout: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -64,6 +69,8 @@ impl Default for Settings {
             max_frame_size: 16 * 1024,
             max_pending_reset_streams: 20,
             max_local_error_resets: 1024,
+            keep_alive_interval: None,
+            keep_alive_timeout: std::time::Duration::from_secs(20),
         }
     }
 }

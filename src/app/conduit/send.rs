@@ -24,6 +24,9 @@ pub enum ResponseEvent {
         offset: u64,
         len: u64,
     },
+    /// Trailer fields after the body (ASGI's `http.response.trailers`);
+    /// `End` follows. HTTP/2 sends them; HTTP/1.1 drops them.
+    Trailers(Fields),
     /// The answer is complete.
     End,
     /// The application failed: a 500 if nothing was started, else the connection is closed.

@@ -83,6 +83,8 @@ impl std::fmt::Display for What {
 enum Answer {
     NotStarted,
     Started,
+    /// The body is complete; the trailers the start announced are awaited.
+    Trailers,
     Ended,
 }
 
@@ -107,6 +109,8 @@ pub(super) struct Channel {
     length: Option<u64>,
     sent: u64,
     status_allows_body: bool,
+    /// `trailers: True` in the start: the answer ends with `http.response.trailers`.
+    trailers: Option<Fields>,
     /// A WebSocket request's state (None: HTTP).
     ws: Option<websocket::WsState>,
     /// The request's place on the loop: returned when its task ends.
@@ -141,6 +145,7 @@ impl Channel {
             sent: 0,
             permit,
             status_allows_body: true,
+            trailers: None,
             ws,
         }
     }
@@ -242,6 +247,9 @@ impl Channel {
             })?;
         }
         self.status_allows_body = !matches!(status, 204 | 304);
+        if let Some(t) = message.get_item(intern!(py, "trailers"))? {
+            self.trailers = t.is_truthy()?.then(Fields::default);
+        }
         self.answer = Answer::Started;
         self.send_event(ResponseEvent::Start { status, headers })
     }
@@ -267,6 +275,47 @@ impl Channel {
             }
         }
         if !more {
+            if self.trailers.is_some() {
+                self.answer = Answer::Trailers;
+            } else {
+                self.end()?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// `http.response.trailers` (ASGI's trailers extension): sent after the
+    /// body when the start said `trailers: True`; HTTP/2 sends them, HTTP/1.1
+    /// drops them (they are optional metadata, RFC 9110 §6.5).
+    fn trailers(&mut self, message: &Bound<'_, PyDict>) -> PyResult<bool> {
+        let py = message.py();
+        if self.answer != Answer::Trailers {
+            let why = match (self.answer, self.trailers.is_some()) {
+                (Answer::Started, true) => "before the body was complete",
+                (Answer::Ended, _) => "after the answer was complete",
+                _ => "without trailers: True in http.response.start",
+            };
+            return Err(PyRuntimeError::new_err(format!(
+                "http.response.trailers {why}"
+            )));
+        }
+        let more = match message.get_item(intern!(py, "more_trailers"))? {
+            Some(m) => m.is_truthy()?,
+            None => false,
+        };
+        if let Some(list) = message.get_item(intern!(py, "headers"))? {
+            let got = fields(&list, |_, _| {})?;
+            let all = self.trailers.get_or_insert_with(Fields::default);
+            for (name, value) in got.iter() {
+                all.push(name, value);
+            }
+        }
+        if !more {
+            let trailers = self.trailers.take().unwrap_or_default();
+            if !trailers.is_empty() {
+                // Never refused (it carries no body bytes), as the end is not.
+                self.send_event(ResponseEvent::Trailers(trailers))?;
+            }
             self.end()?;
         }
         Ok(true)
@@ -305,6 +354,9 @@ impl Channel {
             ))),
             Answer::Ended => Err(PyRuntimeError::new_err(format!(
                 "{what} after the answer was complete"
+            ))),
+            Answer::Trailers => Err(PyRuntimeError::new_err(format!(
+                "{what} after the body was complete (trailers are awaited)"
             ))),
         }
     }
@@ -509,6 +561,7 @@ impl Channel {
             "http.response.start" => self.start(message),
             "http.response.body" => self.body(message),
             "http.response.pathsend" => self.pathsend(message),
+            "http.response.trailers" => self.trailers(message),
             other => Err(PyValueError::new_err(format!(
                 "unexpected ASGI message type {other:?} for an HTTP request"
             ))),

@@ -233,6 +233,9 @@ impl HttpSession {
             ResponseEvent::File { file, offset, len } if call.status.is_some() => {
                 call.sent += self.queue_file(file, offset, len, out);
             }
+            // HTTP/1.1 drops an app's trailers: they are optional metadata
+            // (RFC 9110 §6.5), and a chunked trailer section is read by few clients.
+            ResponseEvent::Trailers(_) if call.status.is_some() => {}
             ResponseEvent::End if call.status.is_some() => {
                 self.conn.finish_response(out);
                 self.log_app(call, out);

@@ -40,6 +40,10 @@ pub(super) struct Http2 {
     /// In a drain: when a client that has not answered the GOAWAY's PING,
     /// with no stream open, is closed on.
     drain_by: Option<Instant>,
+    /// Keep-alive (`--http2-keep-alive-*`): when a quiet connection is sent
+    /// a PING, and when one unanswered closes it.
+    ping_at: Option<Instant>,
+    pong_by: Option<Instant>,
 }
 
 /// One stream being answered.
@@ -60,6 +64,8 @@ struct Stream {
     bodiless: bool,
     /// Since when answer bytes wait for a window that stays shut.
     stalled_since: Option<Instant>,
+    /// The app's trailers, sent with the end.
+    trailers: Option<crate::http::Fields>,
 }
 
 struct FileBody {
@@ -78,7 +84,26 @@ impl Http2 {
             conn,
             streams: HashMap::new(),
             drain_by: None,
+            ping_at: None,
+            pong_by: None,
         }
+    }
+
+    /// The client was heard from: the keep-alive clock starts again (its
+    /// PING's answer is seen once the protocol has read it: [`Self::pong_seen`]).
+    fn heard(&mut self, now: Instant, interval: Option<std::time::Duration>) {
+        self.ping_at = interval.map(|i| now + i);
+    }
+
+    fn pong_seen(&mut self) {
+        if self.pong_by.is_some() && !self.conn.awaiting_pong() {
+            self.pong_by = None;
+        }
+    }
+
+    /// When the keep-alive clock next needs the session.
+    pub(super) fn keep_alive_deadline(&self) -> Option<Instant> {
+        self.pong_by.or(self.ping_at)
     }
 
     /// No stream open, and a request came before.
@@ -159,6 +184,7 @@ impl HttpSession {
     pub(super) fn start_http2(&mut self, first: &[u8], now: Instant) {
         let defaults = self.shared.response_defaults.clone();
         let mut h2 = Http2::new(self.shared.http2, defaults);
+        h2.heard(now, self.shared.http2.keep_alive_interval);
         h2.conn.recv(first);
         self.mode = Mode::Http2(Box::new(h2));
         self.h2_pump(now);
@@ -167,6 +193,27 @@ impl HttpSession {
     pub(super) fn h2_read(&mut self, data: &[u8], now: Instant) {
         if let Mode::Http2(h2) = &mut self.mode {
             h2.conn.recv(data);
+            h2.heard(now, self.shared.http2.keep_alive_interval);
+        }
+        self.h2_pump(now);
+    }
+
+    /// The keep-alive clock ran out: a PING to a quiet connection, or, its
+    /// PING unanswered for `--http2-keep-alive-timeout`, the connection closed.
+    pub(super) fn h2_keep_alive(&mut self, now: Instant) {
+        let settings = self.shared.http2;
+        let Mode::Http2(h2) = &mut self.mode else {
+            return;
+        };
+        if h2.pong_by.is_some_and(|by| by <= now) {
+            tracing::debug!("HTTP/2: the client did not answer a keep-alive PING in time: closing");
+            self.meter_cause(Cause::Http2PingTimeout);
+            return self.give_up_on_client();
+        }
+        if h2.ping_at.is_some_and(|at| at <= now) {
+            h2.ping_at = None;
+            h2.conn.ping();
+            h2.pong_by = Some(now + settings.keep_alive_timeout);
         }
         self.h2_pump(now);
     }
@@ -230,6 +277,7 @@ impl HttpSession {
             }
             h2.end();
         }
+        h2.pong_seen();
         let idle = h2.idle() || (h2.is_fresh() && h2.streams() == 0);
         let drain_by = h2.drain_by;
         self.mode = Mode::Http2(h2);
@@ -316,6 +364,7 @@ impl HttpSession {
             status: None,
             bodiless: false,
             stalled_since: None,
+            trailers: None,
         };
         let takes = stream.call.as_ref().is_none_or(AppCall::takes_input);
         h2.streams.insert(id, stream);
@@ -423,9 +472,17 @@ impl HttpSession {
                 }
                 false
             }
+            ResponseEvent::Trailers(fields) if s.status.is_some() => {
+                s.trailers = Some(fields);
+                false
+            }
             ResponseEvent::End if s.status.is_some() => {
                 if !s.bodiless {
-                    h2.conn.finish(id, None);
+                    let list = s.trailers.take().map(|t| {
+                        let list: Vec<(&str, &[u8])> = t.iter().collect();
+                        crate::h2::head::trailers(&list)
+                    });
+                    h2.conn.finish(id, list);
                 }
                 true
             }

@@ -409,9 +409,12 @@ impl Session for HttpSession {
             Some(StreamTell::At(at)) => Some(at),
             _ => None,
         };
-        let stall = match &self.mode {
-            Mode::Http2(h2) => h2.stall_deadline(self.shared.send_timeout),
-            _ => None,
+        let (stall, keep_alive) = match &self.mode {
+            Mode::Http2(h2) => (
+                h2.stall_deadline(self.shared.send_timeout),
+                h2.keep_alive_deadline(),
+            ),
+            _ => (None, None),
         };
         [
             self.deadline,
@@ -419,6 +422,7 @@ impl Session for HttpSession {
             self.call_deadline(),
             tell,
             stall,
+            keep_alive,
         ]
         .into_iter()
         .flatten()
@@ -439,6 +443,7 @@ impl Session for HttpSession {
                     self.give_up_on_client();
                 }
                 _ if self.deadline.is_some_and(|d| d <= now) => self.h2_idle_timeout(now),
+                _ if h2.keep_alive_deadline().is_some_and(|d| d <= now) => self.h2_keep_alive(now),
                 _ => {}
             }
         } else if self.send_deadline().is_some_and(|d| d <= now) {

@@ -1,7 +1,10 @@
 """What the HTTP/2 tests ask of an app, as WSGI (`wsgi`) and ASGI (`asgi`):
 `/echo` answers what it was told (the protocol, Host, Cookie, the body's
 length and digest), `/hop` sets the HTTP/1.1 connection fields HTTP/2 must
-drop, `/stream` streams 2 MB in 1,000 pieces, `/slow` answers after 0.3 s."""
+drop, `/stream` streams 2 MB in 1,000 pieces, `/slow` answers after 0.3 s;
+ASGI's `/trailers` sends two trailer fields in two messages, where the
+scope advertises the extension, and `/trailers-early` sends them before
+its body is complete (an error the server must refuse)."""
 
 import hashlib
 import json
@@ -46,6 +49,21 @@ async def asgi(scope, receive, send):
         for _ in range(1000):
             await send({"type": "http.response.body", "body": PIECE, "more_body": True})
         await send({"type": "http.response.body"})
+        return
+    if path in ("/trailers", "/trailers-early"):
+        assert "http.response.trailers" in scope["extensions"]
+        await send({"type": "http.response.start", "status": 200, "trailers": True,
+                    "headers": [(b"trailer", b"x-digest, x-count")]})
+        more = path == "/trailers-early"
+        await send({"type": "http.response.body", "body": b"abc", "more_body": more})
+        try:
+            await send({"type": "http.response.trailers", "headers": [(b"x-digest", b"ba7816bf")],
+                        "more_trailers": True})
+        except RuntimeError as e:
+            await send({"type": "http.response.body", "body": str(e).encode()})
+            await send({"type": "http.response.trailers", "headers": [(b"x-refused", b"yes")]})
+            return
+        await send({"type": "http.response.trailers", "headers": [(b"x-count", b"3")]})
         return
     if path == "/hop":
         headers = [(n.lower().encode(), v.encode()) for n, v in HOP]
