@@ -31,6 +31,9 @@ pub struct Tuning {
     pub drain_idle: Option<Duration>,
     /// `M0_URING_DISABLED`: act as if the kernel refused io_uring.
     pub uring_disabled: bool,
+    /// `M0_H2_FLOOD_GUARD`: HTTP/2's meter of frames that carry nothing
+    /// (`crate::h2::flood`); 0 leaves a connection unmetered.
+    pub h2_flood_guard: bool,
     /// `M0_POOL_TURN`: the GIL turn's barrier and keep rule.
     pub pool_turn: bool,
     /// `M0_POOL_TURN_KEEP`: the keep rule alone.
@@ -66,6 +69,7 @@ impl Default for Tuning {
             linger: Some(DEFAULT_LINGER),
             drain_idle: Some(DEFAULT_DRAIN_IDLE),
             uring_disabled: false,
+            h2_flood_guard: true,
             pool_turn: true,
             pool_turn_keep: true,
             pool_debug: false,
@@ -118,6 +122,7 @@ impl Tuning {
                 Some(ms) => Some(Duration::from_millis(ms)),
             },
             uring_disabled: switch("M0_URING_DISABLED")?.unwrap_or(d.uring_disabled),
+            h2_flood_guard: switch("M0_H2_FLOOD_GUARD")?.unwrap_or(d.h2_flood_guard),
             pool_turn: switch("M0_POOL_TURN")?.unwrap_or(d.pool_turn),
             pool_turn_keep: switch("M0_POOL_TURN_KEEP")?.unwrap_or(d.pool_turn_keep),
             pool_debug: switch("M0_POOL_DEBUG")?.unwrap_or(d.pool_debug),

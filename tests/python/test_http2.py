@@ -84,7 +84,7 @@ def test_http_refuses_uvicorns_parser_names():
 @pytest.mark.parametrize("kind", ["wsgi", "asgi"])
 def test_httpx_many_streams_on_one_connection_over_tls(serve, pki, kind):
     server = serve(APPS[kind][0], *APPS[kind][1:], *tls_flags(pki))
-    with httpx.Client(http2=True, verify=pki["ca.pem"], timeout=20) as client:
+    with httpx.Client(http2=True, verify=ssl.create_default_context(cafile=pki["ca.pem"]), timeout=20) as client:
         start = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
             answers = list(pool.map(lambda _: client.get(f"{server.url}/slow"), range(16)))
@@ -344,3 +344,79 @@ def test_keep_alive_pings_close_a_client_that_stops_answering(serve, interval):
     sock2, conn2 = raw_connection(server)
     pings, closed = pings_until_closed(sock2, conn2, answer=False, limit=4)
     assert pings == 1 and closed is not None and 1.0 < closed < 2.5, (pings, closed)
+
+
+def raw_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+USELESS = (raw_frame(0x4, 0, 0) + raw_frame(0x6, 0, 0, bytes(8)) + raw_frame(0x2, 0, 3, bytes([0, 0, 0, 1, 16]))
+           + raw_frame(0x8, 0, 0, (1).to_bytes(4, "big")) + raw_frame(0xFA, 0, 0, b"abc"))
+
+
+def flood(server, limit_bytes: int, mix: bytes = USELESS):
+    """Opens stream 1 (a body still to come), then sends `mix` — by default
+    frames that carry nothing: SETTINGS, PING, PRIORITY, WINDOW_UPDATE, an
+    unknown type — while a thread reads what comes back: (bytes sent, the
+    GOAWAY's code or None)."""
+    import threading
+    sock, conn = raw_connection(server)
+    conn.send_headers(1, [(":method", "POST")] + request_headers(server, "/slow")[1:])
+    sock.sendall(conn.data_to_send())
+    found = {}
+
+    def reader():
+        rest = b""
+        while True:
+            try:
+                data = sock.recv(1 << 16)
+            except OSError:
+                return
+            if not data:
+                return
+            got, rest = frames(rest + data)
+            for kind, _, _, payload in got:
+                if kind == 0x7:
+                    found["goaway"] = int.from_bytes(payload[4:8], "big")
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    chunk = mix * (65536 // len(mix))
+    sent = 0
+    try:
+        while sent < limit_bytes and "goaway" not in found:
+            sock.sendall(chunk)
+            sent += len(chunk)
+    except OSError:
+        pass
+    if "goaway" not in found:
+        time.sleep(0.5)  # what is in flight
+    sock.close()
+    thread.join(timeout=5)
+    return sent, found.get("goaway")
+
+
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_a_flood_of_frames_that_carry_nothing_ends_with_enhance_your_calm(serve, guard):
+    env = {"M0_H2_FLOOD_GUARD": "0"} if guard == "off" else None
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], env=env)
+    sent, code = flood(server, 24 * 1024 * 1024)
+    if guard == "off":
+        # Negative arm: read on for as long as the client sends.
+        assert code is None and sent >= 24 * 1024 * 1024
+    else:
+        assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        # 8 x the 1 MiB budget, and what the socket buffers held.
+        assert sent < 12 * 1024 * 1024, sent
+        time.sleep(0.2)
+        assert "a flood of frames that carry nothing" in server.output
+    assert bystander_ok(server)
+
+
+def test_an_empty_data_flood_ends_with_enhance_your_calm(serve):
+    """Empty DATA frames on an open stream (CVE-2019-9518): the h2 crate's
+    own guard ends these, before the meter above would (so with it off too)."""
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], env={"M0_H2_FLOOD_GUARD": "0"})
+    sent, code = flood(server, 8 * 1024 * 1024, mix=raw_frame(0x0, 0, 1))
+    assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM and sent < 8 * 1024 * 1024, (sent, code)
+    assert bystander_ok(server)

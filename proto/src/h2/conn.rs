@@ -22,6 +22,7 @@ use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
 use http::{HeaderMap, Request};
 
+use super::flood::FloodMeter;
 use super::head::{request_head, response_head, Refused};
 use super::pipe::Pipe;
 use crate::http::{Defaults, RequestHead};
@@ -57,6 +58,10 @@ pub struct Settings {
     /// the clocks ([`H2Conn::ping`] sends).
     pub keep_alive_interval: Option<std::time::Duration>,
     pub keep_alive_timeout: std::time::Duration,
+    /// Bytes of frames that carry nothing (over 8) a connection may send
+    /// beyond the useful ones before it ends with GOAWAY ENHANCE_YOUR_CALM
+    /// ([`FloodMeter`]); None: unmetered.
+    pub flood_budget: Option<u64>,
 }
 
 impl Default for Settings {
@@ -71,6 +76,8 @@ impl Default for Settings {
             max_local_error_resets: 1024,
             keep_alive_interval: None,
             keep_alive_timeout: std::time::Duration::from_secs(20),
+            // nginx's figure for its own flood check.
+            flood_budget: Some(1024 * 1024),
         }
     }
 }
@@ -143,6 +150,9 @@ pub struct H2Conn {
     opened: u64,
     /// Answer bytes stay queued here (the caller's output is full).
     paused: bool,
+    flood: FloodMeter,
+    /// The flood that ended the connection, for the log.
+    flood_text: Option<String>,
 }
 
 impl H2Conn {
@@ -170,6 +180,8 @@ impl H2Conn {
             ended: None,
             opened: 0,
             paused: false,
+            flood: FloodMeter::new(settings.flood_budget),
+            flood_text: None,
         }
     }
 
@@ -178,8 +190,20 @@ impl H2Conn {
         self.defaults = Some(defaults);
     }
 
-    /// Bytes the client sent.
+    /// Bytes the client sent. A flood ([`FloodMeter`]) is not read on:
+    /// the connection ends with GOAWAY ENHANCE_YOUR_CALM.
     pub fn recv(&mut self, data: &[u8]) {
+        if self.flood.flooded() {
+            return;
+        }
+        if self.flood.feed(data) {
+            let (total, useful) = self.flood.counts();
+            self.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+            self.flood_text = Some(format!(
+                "a flood of frames that carry nothing ({total} bytes of frames for {useful} of payload)"
+            ));
+            return;
+        }
         self.pipe.push(data);
     }
 
@@ -303,6 +327,7 @@ impl H2Conn {
     pub fn take_written(&mut self, mut f: impl FnMut(u32, usize)) {
         for (&id, s) in &mut self.streams {
             if s.written > 0 {
+                self.flood.sent(s.written);
                 f(id, std::mem::take(&mut s.written));
             }
         }
@@ -545,6 +570,15 @@ impl H2Conn {
     }
 
     fn close(&mut self, ended: Ended) {
+        // h2 ends a connection we shut with a code as if it ended cleanly.
+        let ended = match self.flood_text.take() {
+            Some(text) => Ended::Error {
+                reason: Some(Reason::ENHANCE_YOUR_CALM),
+                ours: true,
+                text,
+            },
+            None => ended,
+        };
         self.state = State::Closed;
         self.ended = Some(ended);
         for (id, _) in self.streams.drain() {

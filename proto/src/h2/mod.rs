@@ -15,6 +15,7 @@
 //! without a runtime costs a no-op waker and a buffer copy each way.
 
 pub mod conn;
+pub mod flood;
 pub mod head;
 mod pipe;
 

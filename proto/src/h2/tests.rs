@@ -365,3 +365,83 @@ fn the_preface_is_sniffed() {
     assert_eq!(sniff(b"PRI * HTTP/1.1\r\n\r\n"), Sniffed::Http1);
     assert_eq!(sniff(b""), Sniffed::Undecided);
 }
+
+/// Frames that carry nothing, `bytes` of them in reads of about 64 KiB:
+/// each kind of the 2019 floods.
+fn useless_frames(bytes: usize) -> Vec<Vec<u8>> {
+    let kinds: [(u8, u8, u32, &[u8]); 5] = [
+        (0x4, 0, 0, &[]),               // SETTINGS (empty: nothing changes)
+        (0x2, 0, 1, &[0, 0, 0, 3, 16]), // PRIORITY of an idle stream
+        (0x8, 0, 0, &[0, 0, 0, 1]),     // WINDOW_UPDATE of 1
+        (0x0, 0, 0, &[]),               // an empty DATA (stream 0: refused, but read)
+        (0xFA, 0, 0, &[1, 2, 3]),       // an unknown type
+    ];
+    let mut reads = Vec::new();
+    let mut read = Vec::new();
+    let mut total = 0;
+    let mut i = 0;
+    while total < bytes {
+        let (kind, flags, stream, payload) = kinds[i % kinds.len()];
+        if kind == 0x0 {
+            i += 1;
+            continue; // DATA on stream 0 is a protocol error: the test's own below
+        }
+        let f = frame(kind, flags, stream, payload);
+        total += f.len();
+        read.extend(f);
+        if read.len() >= 64 * 1024 {
+            reads.push(std::mem::take(&mut read));
+        }
+        i += 1;
+    }
+    reads.push(read);
+    reads
+}
+
+#[test]
+fn a_flood_of_frames_that_carry_nothing_ends_with_enhance_your_calm() {
+    let mut server = raw_server();
+    let _ = server.take_output();
+    let mut code = None;
+    let mut fed = 0;
+    for read in useless_frames(64 * 1024 * 1024) {
+        fed += read.len();
+        server.recv(&read);
+        server.drive();
+        // Each output holds whole frames (the ACKs, then the GOAWAY).
+        code = goaway_code(&server.take_output());
+        if code.is_some() {
+            break;
+        }
+    }
+    // 8 x the 1 MiB budget, a read over it at most.
+    assert!(
+        fed <= 8 * 1024 * 1024 + 128 * 1024,
+        "read {fed} bytes of them"
+    );
+    assert_eq!(code, Some(0xb), "ENHANCE_YOUR_CALM");
+    server.drive();
+    match server.ended() {
+        Some(Ended::Error {
+            ours: true, text, ..
+        }) => assert!(text.contains("flood"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn without_the_flood_budget_such_frames_are_read_on() {
+    let mut server = H2Conn::new(Settings {
+        flood_budget: None,
+        ..Settings::default()
+    });
+    server.recv(PREFACE);
+    server.recv(&frame(0x4, 0, 0, &[]));
+    server.drive();
+    for read in useless_frames(16 * 1024 * 1024) {
+        server.recv(&read);
+        server.drive();
+        let _ = server.take_output();
+    }
+    assert!(server.ended().is_none());
+}

@@ -150,7 +150,10 @@ impl Shared {
             drain_idle: tuning.drain_idle,
             stream_drain: config.stream_drain_timeout,
             http: config.http,
-            http2: config.http2,
+            http2: crate::h2::Settings {
+                flood_budget: config.http2.flood_budget.filter(|_| tuning.h2_flood_guard),
+                ..config.http2
+            },
         }
     }
 
