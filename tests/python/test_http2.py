@@ -18,6 +18,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
+import h2.settings
 import httpx
 import pytest
 import trustme
@@ -420,3 +421,41 @@ def test_an_empty_data_flood_ends_with_enhance_your_calm(serve):
     sent, code = flood(server, 8 * 1024 * 1024, mix=raw_frame(0x0, 0, 1))
     assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM and sent < 8 * 1024 * 1024, (sent, code)
     assert bystander_ok(server)
+
+
+@pytest.mark.parametrize("send_timeout", ["1", "30"])
+def test_a_stream_whose_window_stays_shut_frees_its_thread_at_the_send_timeout(serve, send_timeout):
+    """A client that opens its stream windows at 0 and never updates them:
+    the WSGI app streaming to it holds the only Python thread until the
+    send timeout resets the stream (CANCEL). The negative arm, a send
+    timeout longer than the test, keeps the thread, so a bystander waits."""
+    server = serve(APPS["wsgi"][0], "--blocking-threads=1", f"--send-timeout={send_timeout}")
+    host, port = server.address
+    sock = socket.create_connection((host, port), timeout=10)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.local_settings = h2.settings.Settings(client=True, initial_values={
+        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    conn.initiate_connection()
+    conn.send_headers(1, request_headers(server, "/stream"), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    time.sleep(0.3)  # the app is answering, held by the shut window
+    bystander = curl("--http2-prior-knowledge", "-m", "4", "-o", "/dev/null", "-w", "%{http_code}",
+                     f"{server.url}/echo")
+    reset = None
+    sock.settimeout(0.5)
+    for _ in range(6):
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        for event in conn.receive_data(data):
+            if isinstance(event, h2.events.StreamReset):
+                reset = event.error_code
+        sock.sendall(conn.data_to_send())
+        if reset is not None:
+            break
+    if send_timeout == "1":
+        assert bystander.stdout == "200", bystander.stderr
+        assert reset == h2.errors.ErrorCodes.CANCEL
+    else:
+        assert bystander.stdout != "200" and reset is None
