@@ -459,3 +459,52 @@ def test_a_stream_whose_window_stays_shut_frees_its_thread_at_the_send_timeout(s
         assert reset == h2.errors.ErrorCodes.CANCEL
     else:
         assert bystander.stdout != "200" and reset is None
+
+
+def test_max_body_size_holds_on_http2_by_length_and_as_the_body_comes(serve, tmp_path):
+    server = serve(APPS["wsgi"][0], "--max-body-size=1K")
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 10_000)
+    for extra in ([], ["-H", "Transfer-Encoding: chunked"]):  # the second sends no content-length
+        done = curl("--http2-prior-knowledge", *extra, "--data-binary", f"@{big}", "-o", "/dev/null",
+                    "-w", "%{http_code} %{http_version}", f"{server.url}/echo")
+        assert done.stdout == "413 2", (extra, done.stdout, done.stderr)
+    done = curl("--http2-prior-knowledge", "--data-binary", "small", "-w", "\n%{http_code}", f"{server.url}/echo")
+    assert done.stdout.endswith("\n200")
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_request_timeout_answers_a_stream_504(serve, kind):
+    server = serve(APPS[kind][0], *APPS[kind][1:], "--request-timeout=0.1")
+    done = curl("--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                f"{server.url}/slow")
+    assert done.stdout == "504 2", done.stderr
+    # The connection's other streams, and the next ones, are served.
+    with httpx.Client(http2=True, timeout=10) as client:
+        assert client.get(f"{server.url}/echo").status_code == 200
+    time.sleep(0.2)
+    assert "ran past --request-timeout" in server.output
+
+
+def test_backpressure_counts_streams_and_queues_them_without_loss(serve):
+    """--backpressure 1 with one thread: the streams of one connection wait
+    their turn for the app (the core retries each refused call) and all are
+    answered, one at a time."""
+    server = serve(APPS["wsgi"][0], "--blocking-threads=1", "--backpressure=1")
+    host, port = server.address
+    sock, conn = raw_connection(server)
+    start = time.monotonic()
+    for sid in (1, 3, 5, 7):
+        conn.send_headers(sid, request_headers(server, "/slow"), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    ended = set()
+    deadline = time.monotonic() + 10
+    while len(ended) < 4 and time.monotonic() < deadline:
+        data = sock.recv(65536)
+        assert data, "closed"
+        for event in conn.receive_data(data):
+            if isinstance(event, h2.events.StreamEnded):
+                ended.add(event.stream_id)
+        sock.sendall(conn.data_to_send())
+    assert ended == {1, 3, 5, 7}
+    assert time.monotonic() - start >= 4 * 0.3 - 0.05

@@ -62,6 +62,9 @@ pub struct Settings {
     /// beyond the useful ones before it ends with GOAWAY ENHANCE_YOUR_CALM
     /// ([`FloodMeter`]); None: unmetered.
     pub flood_budget: Option<u64>,
+    /// Largest request body: 413 by its Content-Length, or as it comes
+    /// (a reset if the answer has begun).
+    pub max_body: u64,
 }
 
 impl Default for Settings {
@@ -78,6 +81,7 @@ impl Default for Settings {
             keep_alive_timeout: std::time::Duration::from_secs(20),
             // nginx's figure for its own flood check.
             flood_budget: Some(1024 * 1024),
+            max_body: crate::http::Limits::default().max_body,
         }
     }
 }
@@ -128,6 +132,8 @@ struct Stream {
     finish: Option<Option<HeaderMap>>,
     /// Bytes handed to h2 since the last [`H2Conn::take_written`].
     written: usize,
+    /// Body bytes read so far (held to `max_body`).
+    received: u64,
 }
 
 impl Stream {
@@ -153,6 +159,7 @@ pub struct H2Conn {
     flood: FloodMeter,
     /// The flood that ended the connection, for the log.
     flood_text: Option<String>,
+    max_body: u64,
 }
 
 impl H2Conn {
@@ -182,6 +189,7 @@ impl H2Conn {
             paused: false,
             flood: FloodMeter::new(settings.flood_budget),
             flood_text: None,
+            max_body: settings.max_body,
         }
     }
 
@@ -441,7 +449,11 @@ impl H2Conn {
         let id: u32 = respond.stream_id().into();
         self.opened += 1;
         let ended = req.body().is_end_stream();
-        match request_head(&req, ended) {
+        let head = request_head(&req, ended).and_then(|head| match head.body {
+            crate::http::BodyKind::Length(n) if n > self.max_body => Err(Refused::TooLarge),
+            _ => Ok(head),
+        });
+        match head {
             Ok(head) => {
                 let (_, body) = req.into_parts();
                 self.streams.insert(
@@ -455,6 +467,7 @@ impl H2Conn {
                         queued: 0,
                         finish: None,
                         written: 0,
+                        received: 0,
                     },
                 );
                 self.events.push_back(Event::Request { id, head });
@@ -487,6 +500,8 @@ impl H2Conn {
     fn poll_streams(&mut self, cx: &mut Context<'_>) -> bool {
         let mut moved = false;
         let mut gone = Vec::new();
+        let mut too_large = Vec::new();
+        let max_body = self.max_body;
         for (&id, s) in &mut self.streams {
             if let (true, Some(body)) = (s.wants_body, &mut s.body) {
                 loop {
@@ -495,6 +510,12 @@ impl H2Conn {
                         Poll::Ready(Some(Ok(data))) => {
                             moved = true;
                             let _ = body.flow_control().release_capacity(data.len());
+                            s.received += data.len() as u64;
+                            if s.received > max_body {
+                                tracing::debug!("HTTP/2 stream {id}: the body is over the limit");
+                                too_large.push(id);
+                                break;
+                            }
                             if !data.is_empty() {
                                 self.events.push_back(Event::Data { id, data });
                             }
@@ -528,6 +549,17 @@ impl H2Conn {
             if reset.is_ready() && !gone.contains(&id) {
                 gone.push(id);
             }
+        }
+        for id in too_large {
+            // The answer not begun: 413 from here; else only a reset says it.
+            if let Some(mut s) = self.streams.remove(&id) {
+                match (s.respond.as_mut(), s.send.as_mut()) {
+                    (Some(respond), _) => self.refuse(respond, Refused::TooLarge),
+                    (None, Some(send)) => send.send_reset(Reason::CANCEL),
+                    (None, None) => {}
+                }
+            }
+            gone.push(id);
         }
         for id in gone {
             moved = true;

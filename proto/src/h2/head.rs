@@ -27,6 +27,8 @@ pub enum Refused {
     HostMismatch,
     /// CONNECT (405): m0serve is no tunnel.
     Connect,
+    /// The body is over the limit (413), by its Content-Length or as it came.
+    TooLarge,
 }
 
 impl Refused {
@@ -34,6 +36,7 @@ impl Refused {
         match self {
             Refused::HostMismatch => 400,
             Refused::Connect => 405,
+            Refused::TooLarge => 413,
         }
     }
 }

@@ -445,3 +445,55 @@ fn without_the_flood_budget_such_frames_are_read_on() {
     }
     assert!(server.ended().is_none());
 }
+
+fn status_of(response: &mut ResponseFuture) -> u16 {
+    match poll(response) {
+        Poll::Ready(r) => r.expect("a response").status().as_u16(),
+        Poll::Pending => panic!("no response"),
+    }
+}
+
+#[test]
+fn a_body_over_the_limit_gets_413_by_its_length_or_as_it_comes() {
+    let settings = Settings {
+        max_body: 10,
+        ..Settings::default()
+    };
+    let (mut server, mut c) = connect(settings);
+    // By its Content-Length: refused before the app hears of it.
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri("https://example.com/upload")
+        .header("content-length", "11")
+        .body(())
+        .unwrap();
+    let (mut response, _up) = c.send.send_request(req, false).unwrap();
+    c.exchange(&mut server);
+    assert!(events(&mut server).is_empty());
+    assert_eq!(status_of(&mut response), 413);
+    // As it comes: the stream's request is withdrawn, the client told 413.
+    let (mut response, mut up) = c.get("/upload", false);
+    up.send_data(Bytes::from_static(b"0123456789"), false)
+        .unwrap();
+    c.exchange(&mut server);
+    let id = match &events(&mut server)[..] {
+        [Event::Request { id, .. }] => *id,
+        other => panic!("{other:?}"),
+    };
+    server.want_body(id, true);
+    server.drive();
+    assert!(matches!(&events(&mut server)[..], [Event::Data { .. }]));
+    up.send_data(Bytes::from_static(b"!"), false).unwrap();
+    c.exchange(&mut server);
+    assert!(matches!(&events(&mut server)[..], [Event::Reset { id: r }] if *r == id));
+    assert_eq!(status_of(&mut response), 413);
+    // The connection goes on.
+    let (_next, _up) = c.get("/next", true);
+    c.exchange(&mut server);
+    let evs = events(&mut server);
+    assert!(
+        matches!(&evs[..], [Event::Request { .. }, Event::End { .. }]),
+        "{evs:?} {:?}",
+        server.ended()
+    );
+}

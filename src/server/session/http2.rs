@@ -140,6 +140,16 @@ impl Http2 {
             .map(|t| t + send_timeout)
     }
 
+    /// The earliest moment a stream's app call runs past `--request-timeout`.
+    pub(super) fn call_deadline(&self, timeout: Option<std::time::Duration>) -> Option<Instant> {
+        let timeout = timeout?;
+        self.streams
+            .values()
+            .filter_map(|s| s.call.as_ref()?.called_at)
+            .min()
+            .map(|t| t + timeout)
+    }
+
     /// The drain's `--stream-drain-timeout` came: an answer still streaming
     /// is told its client has gone (ASGI's `http.disconnect`), as on HTTP/1.1.
     pub(super) fn tell_streams(&self) {
@@ -658,6 +668,59 @@ impl HttpSession {
                 if let Some(call) = s.call {
                     call.abandon();
                 }
+            }
+        }
+        self.h2_pump(now);
+    }
+
+    /// Stream calls ran past `--request-timeout`: as on HTTP/1.1, the app
+    /// is told (it logs the traceback, cancels where it can) and the call
+    /// abandoned; the stream gets a 504 if no answer had begun, else a reset.
+    pub(super) fn h2_calls_timed_out(&mut self, now: Instant) {
+        let Some(timeout) = self.shared.request_timeout else {
+            return;
+        };
+        let Mode::Http2(h2) = &mut self.mode else {
+            return;
+        };
+        let late: Vec<u32> = h2
+            .streams
+            .iter()
+            .filter(|(_, s)| {
+                s.call
+                    .as_ref()
+                    .and_then(|c| c.called_at)
+                    .is_some_and(|t| t + timeout <= now)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in late {
+            let s = h2.streams.get_mut(&id).expect("listed");
+            let call = s.call.take().expect("listed");
+            let answered = s.status.is_some();
+            tracing::warn!(
+                "{} {}: the application's call ran past --request-timeout ({timeout:?}): {}",
+                s.head.method,
+                s.head.target,
+                if answered {
+                    "resetting its stream"
+                } else {
+                    "504"
+                }
+            );
+            call.app.timed_out(&call.conduit);
+            call.abandon();
+            if answered {
+                h2.conn.reset(id, Reason::INTERNAL_ERROR);
+                h2.streams.remove(&id);
+                if let Some(meter) = &mut self.meter {
+                    meter.dropped();
+                }
+            } else {
+                s.held.clear();
+                s.route = Some(Reply::text(504, "Gateway Timeout"));
+                s.body_done = true;
+                h2.conn.want_body(id, false);
             }
         }
         self.h2_pump(now);

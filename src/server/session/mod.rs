@@ -152,6 +152,7 @@ impl Shared {
             http: config.http,
             http2: crate::h2::Settings {
                 flood_budget: config.http2.flood_budget.filter(|_| tuning.h2_flood_guard),
+                max_body: config.limits.max_body,
                 ..config.http2
             },
         }
@@ -412,12 +413,13 @@ impl Session for HttpSession {
             Some(StreamTell::At(at)) => Some(at),
             _ => None,
         };
-        let (stall, keep_alive) = match &self.mode {
+        let (stall, keep_alive, calls) = match &self.mode {
             Mode::Http2(h2) => (
                 h2.stall_deadline(self.shared.send_timeout),
                 h2.keep_alive_deadline(),
+                h2.call_deadline(self.shared.request_timeout),
             ),
-            _ => (None, None),
+            _ => (None, None, None),
         };
         [
             self.deadline,
@@ -426,6 +428,7 @@ impl Session for HttpSession {
             tell,
             stall,
             keep_alive,
+            calls,
         ]
         .into_iter()
         .flatten()
@@ -440,6 +443,12 @@ impl Session for HttpSession {
         } else if let Mode::Http2(h2) = &self.mode {
             match h2.stall_deadline(self.shared.send_timeout) {
                 Some(d) if d <= now => self.h2_stalled(now),
+                _ if h2
+                    .call_deadline(self.shared.request_timeout)
+                    .is_some_and(|d| d <= now) =>
+                {
+                    self.h2_calls_timed_out(now)
+                }
                 _ if self.send_deadline().is_some_and(|d| d <= now) => {
                     tracing::debug!("the client took no output for the send timeout: closing");
                     self.meter_cause(Cause::SendTimeout);
