@@ -508,3 +508,80 @@ def test_backpressure_counts_streams_and_queues_them_without_loss(serve):
         sock.sendall(conn.data_to_send())
     assert ended == {1, 3, 5, 7}
     assert time.monotonic() - start >= 4 * 0.3 - 0.05
+
+
+def tool(name: str, package: str) -> str:
+    """The path of a client the test drives; skipped where it is missing,
+    except in CI, which installs it (.ci/run)."""
+    import os
+    import shutil
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is missing (apt-get install {package})")
+        pytest.skip(f"needs {name} (apt-get install {package})")
+    return found
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_h2load_many_streams_on_few_connections_all_succeed(serve, pki, kind, scheme, tmp_path):
+    h2load = tool("h2load", "nghttp2-client")
+    body = tmp_path / "body"
+    body.write_bytes(b"y" * 3000)  # each request POSTs it
+    flags = tls_flags(pki) if scheme == "https" else ()
+    server = serve(APPS[kind][0], *APPS[kind][1:], *flags)
+    url = server.url.replace("http:", f"{scheme}:") + "/echo"
+    done = subprocess.run([h2load, "-n", "2000", "-c", "4", "-m", "10", "-d", str(body), url],
+                          capture_output=True, text=True, timeout=60)
+    assert "Application protocol: h2" in done.stdout, done.stdout + done.stderr
+    assert "2000 succeeded, 0 failed, 0 errored, 0 timeout" in done.stdout, done.stdout
+    assert "status codes: 2000 2xx" in done.stdout
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_nghttp_fetches_with_prior_knowledge_and_over_alpn(serve, pki, scheme):
+    nghttp = tool("nghttp", "nghttp2-client")
+    flags = tls_flags(pki) if scheme == "https" else ()
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], *flags)
+    url = server.url.replace("http:", f"{scheme}:")
+    done = subprocess.run([nghttp, "-v", "-H", "cookie: a=1", "-H", "cookie: b=2", f"{url}/echo"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ":status: 200" in done.stdout
+    body = json.loads(done.stdout[done.stdout.index('{"version"'):].split("\n")[0].split("}")[0] + "}")
+    assert body["version"] == "2" and body["cookie"] == "a=1; b=2"
+    # Its stream statistics: a 2 MB answer streamed whole.
+    done = subprocess.run([nghttp, "-ns", f"{url}/stream"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "/stream" in done.stdout, done.stdout + done.stderr
+
+
+PAGE = """<!doctype html><html><head><link rel="stylesheet" href="app.css"></head>
+<body><img src="logo.svg"><script src="app.js"></script></body></html>"""
+SCRIPT = """fetch('/echo').then(r => r.json()).then(j => {
+  document.body.setAttribute('data-version', j.version);
+  document.body.setAttribute('data-width', getComputedStyle(document.body).width);
+});"""
+
+
+def test_chromium_loads_a_page_and_its_assets_over_h2(serve, pki, tmp_path):
+    chromium = tool("chromium", "chromium")
+    static = tmp_path / "site"
+    static.mkdir()
+    (static / "index.html").write_text(PAGE)
+    (static / "app.css").write_text("body { width: 321px; }")
+    (static / "app.js").write_text(SCRIPT)
+    (static / "logo.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"/>')
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], *tls_flags(pki), "--static-path-route=/site",
+                   f"--static-path-mount={static}", "--access-log-format=%(H)s %(U)s %(s)s")
+    url = server.url.replace("http:", "https:") + "/site/index.html"
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--ignore-certificate-errors",
+                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                           "--virtual-time-budget=5000", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=90)
+    assert 'data-version="2"' in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    assert 'data-width="321px"' in done.stdout
+    time.sleep(0.3)
+    lines = [line for line in server.output.splitlines() if " /site/" in line or " /echo " in line]
+    for path in ("/site/index.html", "/site/app.css", "/site/app.js", "/site/logo.svg", "/echo"):
+        assert any(line.endswith(f"HTTP/2 {path} 200") for line in lines), (path, lines)
