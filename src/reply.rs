@@ -39,6 +39,28 @@ impl Body {
 }
 
 impl Reply {
+    /// With a Content-Length of its body where it names none and its status
+    /// has a body: HTTP/1.1 frames by it, HTTP/2 announces the size with it.
+    pub fn sized(mut self) -> Reply {
+        let named = self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-length"));
+        if !named && !matches!(self.status, 100..=199 | 204 | 304) {
+            let len = self.body.len().to_string();
+            self.headers.push(("Content-Length".into(), len));
+        }
+        self
+    }
+
+    /// Its header fields, as the protocols take them.
+    pub fn fields(&self) -> Vec<(&str, &[u8])> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect()
+    }
+
     /// A short plain-text answer, e.g. for 404.
     pub fn text(status: u16, text: &str) -> Reply {
         Reply {

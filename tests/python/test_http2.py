@@ -585,3 +585,45 @@ def test_chromium_loads_a_page_and_its_assets_over_h2(serve, pki, tmp_path):
     lines = [line for line in server.output.splitlines() if " /site/" in line or " /echo " in line]
     for path in ("/site/index.html", "/site/app.css", "/site/app.js", "/site/logo.svg", "/echo"):
         assert any(line.endswith(f"HTTP/2 {path} 200") for line in lines), (path, lines)
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_h2c_behind_a_proxy_protocol_preamble(serve, kind):
+    """A load balancer speaking PROXY protocol and h2c end to end: the
+    preamble names the client, then the preface is sniffed; HTTP/1.1 after a
+    preamble still works."""
+    server = serve(APPS[kind][0], *APPS[kind][1:], "--proxy-protocol")
+    host, port = server.address
+    sock = socket.create_connection((host, port), timeout=10)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    conn.send_headers(1, request_headers(server, "/echo"), end_stream=True)
+    sock.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 40123 8000\r\n" + conn.data_to_send())
+    headers, body, _ = read_stream(sock, conn, 1)
+    assert headers[":status"] == "200"
+    facts = json.loads(body)
+    assert facts["client"] == "203.0.113.7" and facts["version"] in ("HTTP/2", "2")
+    sock.close()
+    done = socket.create_connection((host, port), timeout=10)
+    done.sendall(b"PROXY TCP4 203.0.113.8 127.0.0.1 40124 8000\r\nGET /echo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    data = b""
+    while chunk := done.recv(65536):
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 200") and b"203.0.113.8" in data
+
+
+def test_the_last_stream_id_is_served_and_none_can_follow(serve):
+    """Stream-ID exhaustion: a client may jump to 2^31-1, the last stream
+    it can open; it is answered, and a stream after it (an ID that goes
+    back) ends the connection with PROTOCOL_ERROR; others are served."""
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:])
+    sock, conn = raw_connection(server)
+    last = 2**31 - 1
+    conn.send_headers(last, request_headers(server, "/echo"), end_stream=True)
+    sock.sendall(conn.data_to_send())
+    headers, _, _ = read_stream(sock, conn, last)
+    assert headers[":status"] == "200"
+    # HEADERS on stream 1 (END_STREAM|END_HEADERS, `GET /` from the static table).
+    sock.sendall(raw_frame(0x1, 0x5, 1, bytes([0x82, 0x86, 0x84, 0x41, 0x01, ord("h")])))
+    assert read_until_closed(sock, conn) == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    assert bystander_ok(server)

@@ -23,6 +23,7 @@
 //!   conduit to the session's WebSocket mode; a `WsClose` before it is a 403.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::app::{App, AppRequest, BodyBuffer, Conduit, Fields, RequestKind, ResponseEvent};
 use crate::http::RequestHead;
@@ -269,6 +270,33 @@ impl HttpSession {
         Step::More
     }
 
+    /// Keep the access-log line of a route's or the server's own answer
+    /// until output position `at` is sent.
+    pub(super) fn log_reply(
+        &mut self,
+        head: Arc<RequestHead>,
+        status: u16,
+        headers: &[(String, String)],
+        bytes: u64,
+        started: Instant,
+        at: u64,
+    ) {
+        let Some(format) = &self.shared.access_log else {
+            return;
+        };
+        let kept = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+        let answer = access_log::Answered {
+            head,
+            status,
+            bytes,
+            response_headers: access_log::kept_headers(format, kept),
+            started,
+            peer: None,
+        };
+        self.log
+            .push(at, answer, Instant::now(), &self.peer, format);
+    }
+
     /// Keep `call`'s line until its last byte, the end of `out`, is sent.
     fn log_app(&mut self, call: &mut AppCall, out: &[u8]) {
         let at = self.output.queued() + out.len() as u64;
@@ -287,7 +315,7 @@ impl HttpSession {
                 peer: Some(call.peer.clone()),
             };
             self.log
-                .push(at, answer, std::time::Instant::now(), &self.peer, format);
+                .push(at, answer, Instant::now(), &self.peer, format);
         }
     }
 }

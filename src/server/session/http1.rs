@@ -17,7 +17,7 @@ use crate::reply::{Body, Reply};
 use super::app_call::AppCall;
 use super::mode::Mode;
 use super::output::Chunk;
-use super::{access_log, HttpSession};
+use super::HttpSession;
 
 impl HttpSession {
     /// Bytes read from the client.
@@ -53,6 +53,13 @@ impl HttpSession {
                 Some(Event::Preamble(preamble)) => {
                     if let Preamble::Proxied(client) = preamble {
                         self.peer = Peer::Tcp(client);
+                    }
+                    if self.shared.http.h2() && self.tls.is_none() {
+                        // The preface, if any, comes after the preamble:
+                        // sniffed as on a bare connection.
+                        self.sniffing = true;
+                        let rest = self.conn.take_buffered();
+                        return self.sniff_read(&rest, now);
                     }
                 }
                 Some(Event::Head(head)) => {
@@ -125,23 +132,13 @@ impl HttpSession {
 
     /// Write `reply` as the answer to `head`.
     pub(super) fn respond(&mut self, head: &RequestHead, reply: Reply, out: &mut Vec<u8>) {
+        let reply = reply.sized();
+        let framing = self.conn.start_response(reply.status, &reply.fields(), out);
         let Reply {
             status,
             headers,
             body,
         } = reply;
-        let len = body.len().to_string();
-        let mut list: Vec<(&str, &[u8])> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_bytes()))
-            .collect();
-        let has_length = headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("content-length"));
-        if !has_length && !matches!(status, 100..=199 | 204 | 304) {
-            list.push(("Content-Length", len.as_bytes()));
-        }
-        let framing = self.conn.start_response(status, &list, out);
         let sent = match (framing, body) {
             (Framing::NoBody, _) | (_, Body::Empty) => 0,
             (_, Body::Bytes(bytes)) => {
@@ -151,20 +148,9 @@ impl HttpSession {
             (_, Body::File { file, offset, len }) => self.queue_file(file, offset, len, out),
         };
         self.conn.finish_response(out);
-        if let Some(format) = &self.shared.access_log {
-            let headers = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
-            let answer = access_log::Answered {
-                head: Arc::new(head.clone()),
-                status,
-                bytes: sent,
-                response_headers: access_log::kept_headers(format, headers),
-                started: self.request_started,
-                peer: None,
-            };
-            let queued = self.output.queued() + out.len() as u64;
-            self.log
-                .push(queued, answer, Instant::now(), &self.peer, format);
-        }
+        let at = self.output.queued() + out.len() as u64;
+        let head = Arc::new(head.clone());
+        self.log_reply(head, status, &headers, sent, self.request_started, at);
     }
 
     /// Queue `len` bytes of `file` from `offset` as body of the response

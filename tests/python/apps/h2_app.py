@@ -11,8 +11,8 @@ import json
 import time
 
 
-def _facts(version, host, cookie, body):
-    return json.dumps({"version": version, "host": host, "cookie": cookie,
+def _facts(version, host, cookie, body, client=None):
+    return json.dumps({"version": version, "host": host, "cookie": cookie, "client": client,
                        "length": len(body), "sha256": hashlib.sha256(body).hexdigest()}).encode()
 
 
@@ -31,7 +31,8 @@ def wsgi(environ, start_response):
     if path == "/slow":
         time.sleep(0.3)
     body = environ["wsgi.input"].read()
-    data = _facts(environ["SERVER_PROTOCOL"], environ.get("HTTP_HOST"), environ.get("HTTP_COOKIE"), body)
+    data = _facts(environ["SERVER_PROTOCOL"], environ.get("HTTP_HOST"), environ.get("HTTP_COOKIE"), body,
+                  environ.get("REMOTE_ADDR"))
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
     return [data]
 
@@ -80,7 +81,8 @@ async def asgi(scope, receive, send):
         if not message.get("more_body"):
             break
     headers = dict((k.decode(), v.decode()) for k, v in scope["headers"])
-    data = _facts(scope["http_version"], headers.get("host"), headers.get("cookie"), body)
+    data = _facts(scope["http_version"], headers.get("host"), headers.get("cookie"), body,
+                  (scope.get("client") or [None])[0])
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": data})
