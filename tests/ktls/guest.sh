@@ -5,11 +5,12 @@
 #
 # Each server's arm proves, on its own connections: a static file (sendfile
 # through the kernel's TLS) and a small answer over one keep-alive connection
-# (curl), an upload that follows the handshake at once, the server's close_notify after `Connection: close` (OpenSSL 3
-# reports an unexpected EOF without it), the client's close_notify read as
-# the end of input, and a TLS 1.3 KeyUpdate ending the connection after its
-# answer. /proc/net/tls_stat must count the kernel's connections under
-# auto, and none under off (the negative arm).
+# (curl), the same over HTTP/2, an upload that follows the handshake at once,
+# the server's close_notify after `Connection: close` (OpenSSL 3 reports an
+# unexpected EOF without it), the client's close_notify read as the end of
+# input, and a TLS 1.3 KeyUpdate ending the connection after its answer.
+# /proc/net/tls_stat must count the kernel's connections under auto, and
+# none under off (the negative arm).
 #
 # Usage: guest.sh M0SERVE   (the m0serve of a virtualenv with this checkout installed)
 set -euo pipefail
@@ -70,6 +71,18 @@ arm() {  # arm BACKEND KTLS
         ok "$what: a 3 MB file and an answer over one connection"
     else
         fail "$what: curl said '$out'"
+    fi
+
+    # HTTP/2 (ALPN h2): the file and an answer on one connection, its
+    # frames written through the kernel's TLS.
+    out=$(curl -sS --http2 --cacert "$work/cert.pem" -w '%{http_code} %{http_version} %{num_connects}\n' \
+        -o "$work/got.bin" "https://localhost:$port/static/big.bin" \
+        -o "$work/hello.txt" "https://localhost:$port/hello")
+    if [ "$(echo "$out" | tr '\n' ' ')" = "200 2 1 200 2 0 " ] && cmp -s "$work/got.bin" "$work/static/big.bin" \
+        && [ "$(cat "$work/hello.txt")" = "hello" ]; then
+        ok "$what: HTTP/2, a 3 MB file and an answer over one connection"
+    else
+        fail "$what: HTTP/2: curl said '$out'"
     fi
 
     # Each cipher the kernel takes, and TLS 1.2's records.

@@ -234,6 +234,11 @@ impl H2Conn {
         self.pipe.has_output()
     }
 
+    /// Bytes to write that are still to take.
+    pub fn output_len(&self) -> usize {
+        self.pipe.output_len()
+    }
+
     /// How the connection ended, once it has (its last output may still be
     /// to write).
     pub fn ended(&self) -> Option<&Ended> {

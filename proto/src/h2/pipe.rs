@@ -45,6 +45,11 @@ impl Pipe {
         !self.0.borrow().output.is_empty()
     }
 
+    /// Bytes h2 wrote that are still to take.
+    pub(crate) fn output_len(&self) -> usize {
+        self.0.borrow().output.len()
+    }
+
     /// Input bytes h2 has not read yet.
     pub(crate) fn unread(&self) -> usize {
         self.0.borrow().input.len()

@@ -17,6 +17,10 @@ use super::super::mode::Mode;
 use super::super::HttpSession;
 use super::{Http2, Stream};
 
+/// Output the pump hands on before it is done (the output queue's
+/// high-water mark holds the protocol back only once it has it).
+const HAND_ON: usize = 64 * 1024;
+
 impl HttpSession {
     /// The first bytes of a clear-text connection: the HTTP/2 preface
     /// (or, under `--http 2`, anything) turns it HTTP/2; else HTTP/1.1.
@@ -68,6 +72,10 @@ impl HttpSession {
         let Mode::Http2(mut h2) = std::mem::replace(&mut self.mode, Mode::Http1) else {
             return;
         };
+        // The protocol's output is handed on once the pump is done, or on
+        // the way where it grows large: one write (one TLS record) rather
+        // than one per round.
+        let mut out_len = h2.conn.output_len();
         for _ in 0..64 {
             h2.conn.pause_sends(self.output.full());
             h2.conn.drive();
@@ -98,14 +106,17 @@ impl HttpSession {
                     s.stalled_since.get_or_insert(now);
                 }
             }
-            let out = h2.conn.take_output();
-            if !out.is_empty() {
-                moved = true;
-                self.output.push_bytes(out);
+            moved |= h2.conn.output_len() != out_len;
+            if h2.conn.output_len() >= HAND_ON {
+                self.output.push_bytes(h2.conn.take_output());
             }
+            out_len = h2.conn.output_len();
             if !moved {
                 break;
             }
+        }
+        if h2.conn.has_output() {
+            self.output.push_bytes(h2.conn.take_output());
         }
         if let Some(ended) = h2.conn.ended() {
             if let Ended::Error { ours, text, .. } = ended {
