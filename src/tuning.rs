@@ -34,6 +34,10 @@ pub struct Tuning {
     /// `M0_H2_FLOOD_GUARD`: HTTP/2's meter of frames that carry nothing
     /// (`crate::h2::flood`); 0 leaves a connection unmetered.
     pub h2_flood_guard: bool,
+    /// `M0_H2_RESET_GUARD`: HTTP/2's budgets of streams reset before they
+    /// were accepted and of resets a client provokes (the rapid reset
+    /// attack); 0 lifts both.
+    pub h2_reset_guard: bool,
     /// `M0_POOL_TURN`: the GIL turn's barrier and keep rule.
     pub pool_turn: bool,
     /// `M0_POOL_TURN_KEEP`: the keep rule alone.
@@ -70,6 +74,7 @@ impl Default for Tuning {
             drain_idle: Some(DEFAULT_DRAIN_IDLE),
             uring_disabled: false,
             h2_flood_guard: true,
+            h2_reset_guard: true,
             pool_turn: true,
             pool_turn_keep: true,
             pool_debug: false,
@@ -123,6 +128,7 @@ impl Tuning {
             },
             uring_disabled: switch("M0_URING_DISABLED")?.unwrap_or(d.uring_disabled),
             h2_flood_guard: switch("M0_H2_FLOOD_GUARD")?.unwrap_or(d.h2_flood_guard),
+            h2_reset_guard: switch("M0_H2_RESET_GUARD")?.unwrap_or(d.h2_reset_guard),
             pool_turn: switch("M0_POOL_TURN")?.unwrap_or(d.pool_turn),
             pool_turn_keep: switch("M0_POOL_TURN_KEEP")?.unwrap_or(d.pool_turn_keep),
             pool_debug: switch("M0_POOL_DEBUG")?.unwrap_or(d.pool_debug),
@@ -179,6 +185,7 @@ mod tests {
             ("M0_DRAIN_IDLE_MS", "0"),
             ("M0_URING_DISABLED", "1"),
             ("M0_H2_FLOOD_GUARD", "0"),
+            ("M0_H2_RESET_GUARD", "0"),
             ("M0_POOL_TURN", "0"),
             ("M0_POOL_TURN_KEEP", "0"),
             ("M0_POOL_DEBUG", "1"),
@@ -198,6 +205,7 @@ mod tests {
                 drain_idle: None,
                 uring_disabled: true,
                 h2_flood_guard: false,
+                h2_reset_guard: false,
                 pool_turn: false,
                 pool_turn_keep: false,
                 pool_debug: true,

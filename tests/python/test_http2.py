@@ -154,30 +154,42 @@ def bystander_ok(server):
     return done.stdout == "200"
 
 
-def test_rapid_reset_ends_the_connection_with_enhance_your_calm(serve):
-    server = serve(APPS["asgi"][0], *APPS["asgi"][1:])
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_rapid_reset_ends_the_connection_with_enhance_your_calm(serve, guard):
+    env = {"M0_H2_RESET_GUARD": "0"} if guard == "off" else None
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], env=env)
     sock, conn = raw_connection(server)
     for i in range(500):
         sid = conn.get_next_available_stream_id()
         conn.send_headers(sid, request_headers(server, "/slow"), end_stream=True)
         conn.reset_stream(sid)
     sock.sendall(conn.data_to_send())
-    code = read_until_closed(sock, conn)
-    assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    sock.settimeout(2)
+    code = read_until_closed(sock, conn, limit=2)
+    if guard == "off":
+        # Negative arm: the 500 streams opened and cancelled, the connection kept.
+        assert code is None
+    else:
+        assert code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        time.sleep(0.2)
+        assert "HTTP/2 connection ended" in server.output
     assert bystander_ok(server)
-    time.sleep(0.2)
-    assert "HTTP/2 connection ended" in server.output
 
 
-def test_a_continuation_flood_is_cut_while_it_accumulates(serve):
-    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], "--http2-max-headers-size=16K")
+@pytest.mark.parametrize("limit", ["16K", "1G"])
+def test_a_continuation_flood_is_cut_while_it_accumulates(serve, limit):
+    """The header list is bounded while it accumulates; the negative arm, a
+    limit far above what is sent, reads the whole MiB of it."""
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], f"--http2-max-headers-size={limit}")
     sock, conn = raw_connection(server)
     sock.sendall(conn.data_to_send())
     # HEADERS without END_HEADERS, then CONTINUATION frames of a growing literal.
     header = bytes([0x82, 0x86, 0x84, 0x41, 0x01, ord("h"), 0x40, 0x01, ord("x"), 0x7F, 0x81, 0x80, 0x40])
     frame = lambda kind, flags, sid, payload: len(payload).to_bytes(3, "big") + bytes([kind, flags]) + sid.to_bytes(4, "big") + payload
     sock.sendall(frame(0x1, 0x0, 1, header))
-    sock.settimeout(0.05)
+    # Waiting 50 ms for an answer to each KiB, the negative arm would run
+    # into --header-read-timeout (10 s) before its MiB is out.
+    sock.settimeout(0.05 if limit == "16K" else 0.002)
     sent, closed = 0, False
     while sent < 1024 and not closed:  # 1 MiB if nothing stops it
         try:
@@ -193,7 +205,10 @@ def test_a_continuation_flood_is_cut_while_it_accumulates(serve):
         except h2.exceptions.ProtocolError:
             events = []
         closed = not data or any(isinstance(e, h2.events.ConnectionTerminated) for e in events)
-    assert closed and sent <= 64, f"still reading one header block after {sent} KiB"
+    if limit == "1G":
+        assert not closed and sent == 1024, (closed, sent, server.output[-800:])
+    else:
+        assert closed and sent <= 64, f"still reading one header block after {sent} KiB"
     assert bystander_ok(server)
 
 

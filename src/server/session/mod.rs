@@ -152,6 +152,14 @@ impl Shared {
             http: config.http,
             http2: crate::h2::Settings {
                 flood_budget: config.http2.flood_budget.filter(|_| tuning.h2_flood_guard),
+                max_pending_reset_streams: match tuning.h2_reset_guard {
+                    true => config.http2.max_pending_reset_streams,
+                    false => usize::MAX,
+                },
+                max_local_error_resets: match tuning.h2_reset_guard {
+                    true => config.http2.max_local_error_resets,
+                    false => usize::MAX,
+                },
                 max_body: config.limits.max_body,
                 ..config.http2
             },
