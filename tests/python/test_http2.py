@@ -642,3 +642,24 @@ def test_the_last_stream_id_is_served_and_none_can_follow(serve):
     sock.sendall(raw_frame(0x1, 0x5, 1, bytes([0x82, 0x86, 0x84, 0x41, 0x01, ord("h")])))
     assert read_until_closed(sock, conn) == h2.errors.ErrorCodes.PROTOCOL_ERROR
     assert bystander_ok(server)
+
+
+@pytest.mark.parametrize("limit", ["64K", "1G"])
+def test_an_hpack_bomb_is_counted_by_its_decoded_size(serve, limit):
+    """One 4 KB field in HPACK's dynamic table, then 200 one-byte references
+    to it: 4 KB sent, 800 KB decoded. The decoded size is held to the limit:
+    so far past it, h2 ends the connection (GOAWAY ENHANCE_YOUR_CALM, its
+    "header_list_way_too_big"); the negative arm, a limit above it, answers."""
+    server = serve(APPS["asgi"][0], *APPS["asgi"][1:], f"--http2-max-headers-size={limit}")
+    sock, conn = raw_connection(server)
+    bomb = [("x-bomb", "b" * 4000)] * 200
+    conn.send_headers(1, request_headers(server, "/echo") + bomb, end_stream=True)
+    sent = conn.data_to_send()
+    assert len(sent) < 8000
+    sock.sendall(sent)
+    if limit == "64K":
+        assert read_until_closed(sock, conn) == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    else:
+        headers, _, _ = read_stream(sock, conn, 1)
+        assert headers[":status"] == "200"
+    assert bystander_ok(server)
