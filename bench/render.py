@@ -36,7 +36,8 @@ LATENCIES = (("p50_ms", "p50"), ("p99_ms", "p99"), ("median_p99_ms", "p99"), ("m
 BENCHMARKS = re.compile(
     r"(healthz|wsgi-hello|asgi-hello|wsgi-fairness|django-mixed|answers-(wsgi|asgi)-\d+k|static-1m"
     r"|threads-(hello|busy)|slow_client|workers-(wsgi-c64|wsgi-c256|busy|asgi)|idle-connections"
-    r"|(noisy|quiet)-(wsgi|asgi)|operations|scrape|tls-(hello|connect)|ws-echo)(-cpu\d+)?(-py\d+\.\d+)?")
+    r"|(noisy|quiet)-(wsgi|asgi)|operations|scrape|tls-(hello|connect)|ws-echo"
+    r"|h2c-hello(-m10)?|h2-tls-hello(-m10)?|h2c-static-1m)(-cpu\d+)?(-py\d+\.\d+)?")
 
 
 def latest_json(name):
