@@ -27,6 +27,7 @@ from collections import Counter
 from typing import List
 
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -36,6 +37,9 @@ from helpers import stop_cleanly
 
 CLIENTS = 8
 H2_CLIENTS = 2
+# The HTTP/2 clients are h2load's: .ci/run installs it; the sid chroot's
+# legs have none, and run the HTTP/1.1 clients alone.
+HAS_H2LOAD = shutil.which("h2load") is not None
 
 
 class Clients:
@@ -54,7 +58,7 @@ class Clients:
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, args=(i < CLIENTS // 2,), daemon=True) for i in range(CLIENTS)
-        ] + [threading.Thread(target=self._run_h2, daemon=True) for _ in range(H2_CLIENTS)]
+        ] + [threading.Thread(target=self._run_h2, daemon=True) for _ in range(H2_CLIENTS if HAS_H2LOAD else 0)]
         for t in self._threads:
             t.start()
 
@@ -160,7 +164,7 @@ def test_rolls_recycles_and_scale_down_lose_no_request_of_a_client_that_does_not
         assert clients.errors == [], f"{act.__name__}: {len(clients.errors)} requests lost, e.g. {clients.errors[:3]}"
         assert set(clients.statuses) == {200}, (act.__name__, clients.statuses)
         assert clients.statuses[200] > 200, (act.__name__, clients.statuses)
-        assert clients.h2_answers > 50, (act.__name__, clients.h2_answers)
+        assert clients.h2_answers > 50 or not HAS_H2LOAD, (act.__name__, clients.h2_answers)
 
 
 def test_closing_idle_keep_alive_connections_at_once_loses_requests(backend: str):

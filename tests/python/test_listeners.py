@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import List, Tuple
 
@@ -56,6 +57,10 @@ def pids_over_held_connections(connect, n: int = 6) -> set:
     finally:
         for conn in conns:
             conn.close()
+        # A worker's tally counts a closed connection until it reads the
+        # close: the next round's connections wait for that, or a worker still
+        # counting these defers to its sibling for all of them.
+        time.sleep(0.3)
     return pids
 
 

@@ -206,10 +206,11 @@ impl H2Conn {
         }
         if self.flood.feed(data) {
             let (total, useful) = self.flood.counts();
-            self.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+            // Before the shutdown: a connection still handshaking ends in it.
             self.flood_text = Some(format!(
                 "a flood of frames that carry nothing ({total} bytes of frames for {useful} of payload)"
             ));
+            self.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
             return;
         }
         self.pipe.push(data);
