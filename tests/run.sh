@@ -59,7 +59,7 @@ step() {
                           suite = ($2 == "unittests") ? crate " " $3 : $2 }
         /^ *Doc-tests / { suite = "doc-tests " $2 }
         /^(pool-fairness|accept-batch|slow-client)/ { print $0 }
-        /^fuzz [a-z_]+: [0-9]+ execs/ { print $0 }
+        /^fuzz [a-z0-9_]+: [0-9]+ execs/ { print $0 }
         /^ktls guest: ([0-9]+ passed|not run)/ { print $0 }
         /^[0-9]+ passed, [0-9]+ failed$/ { print "cases: " $0 }
         /^test result:/ { sub(/^test result: /, ""); print suite ": " $0 }
